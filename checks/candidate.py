@@ -1,0 +1,190 @@
+"""The candidate's worker process: start it, send it Programs, survive its crashes and hangs."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .runtime.wire import WireError, read_message, write_message
+
+WORKER = Path(__file__).parent / "runtime" / "worker.py"
+
+
+class CandidateStartError(Exception):
+    """The candidate cannot start: no such interpreter, or its prelude failed."""
+
+
+@dataclass(frozen=True)
+class CandidateConfig:
+    """How to start a candidate. ``overrides`` maps a torch API name to ``module:attr``."""
+
+    name: str
+    prelude: str
+    python: str = sys.executable
+    overrides: dict[str, str] = field(default_factory=dict)
+    timeout: float = 60.0
+    start_timeout: float = 180.0
+    env: dict[str, str] | None = None
+
+
+@dataclass
+class RunOutcome:
+    """Observations, or how the worker died and at which node."""
+
+    observations: dict[str, Any] | None = None
+    died: str | None = None  # "crash" or "timeout"
+    node_index: int = -1
+    detail: str = ""
+
+
+class _DeadlineReader:
+    """A file-like read() over a pipe that gives up at a deadline."""
+
+    def __init__(self, fd: int, deadline: float) -> None:
+        self.fd, self.deadline = fd, deadline
+
+    def read(self, size: int) -> bytes:
+        remaining = self.deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError
+        ready, _, _ = select.select([self.fd], [], [], remaining)
+        if not ready:
+            raise TimeoutError
+        return os.read(self.fd, min(size, 1 << 20))
+
+
+class CandidateProcess:
+    """A persistent worker; after a crash or hang it is killed and restarted on next use."""
+
+    def __init__(self, config: CandidateConfig) -> None:
+        self.config = config
+        self.version = ""
+        self.starts = 0
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir = tempfile.TemporaryDirectory(prefix="alignbot-worker-")
+        self._progress = Path(self._dir.name) / "progress"
+        self._stderr_path = Path(self._dir.name) / "stderr"
+
+    def __enter__(self) -> CandidateProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def start(self) -> str:
+        self._progress.write_bytes(struct.pack("<q", -1))
+        stderr = open(self._stderr_path, "wb")  # noqa: SIM115 - handed to the child
+        try:
+            self._proc = subprocess.Popen(
+                [self.config.python, "-u", str(WORKER), str(self._progress)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                env=self.config.env, start_new_session=True, cwd=self._dir.name)
+        except OSError as exc:
+            raise CandidateStartError(
+                f"cannot start the candidate interpreter {self.config.python!r}: "
+                f"{exc.strerror or exc}") from exc
+        finally:
+            stderr.close()
+        self.starts += 1
+        reply = self._exchange({"cmd": "start", "prelude": self.config.prelude,
+                                "overrides": self.config.overrides},
+                               self.config.start_timeout)
+        if reply is None:
+            tail = self._stderr_tail()
+            self.kill()
+            raise CandidateStartError(
+                f"the candidate worker exited while starting{': ' + tail if tail else ''}")
+        if not reply.get("ok"):
+            self.kill()
+            raise CandidateStartError(f"the candidate's prelude failed: {reply.get('error')}")
+        self.version = str(reply.get("version", ""))
+        return self.version
+
+    def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
+        """Send and wait; None when the worker died, TimeoutError when it hung."""
+        assert self._proc is not None and self._proc.stdin and self._proc.stdout
+        try:
+            write_message(self._proc.stdin, message)  # type: ignore[arg-type]
+            reader = _DeadlineReader(self._proc.stdout.fileno(), time.monotonic() + timeout)
+            reply: dict[str, Any] = read_message(reader)  # type: ignore[arg-type]
+            return reply
+        except (WireError, BrokenPipeError, ConnectionResetError):
+            return None
+
+    def run(self, program: dict[str, Any]) -> RunOutcome:
+        if self._proc is None or self._proc.poll() is not None:
+            self.start()
+        try:
+            reply = self._exchange({"cmd": "run", "program": program}, self.config.timeout)
+        except TimeoutError:
+            index = self._node_index()
+            self.kill()
+            return RunOutcome(died="timeout", node_index=index,
+                              detail=f"no answer within {self.config.timeout:g} s")
+        if reply is None:
+            index = self._node_index()
+            code = self._proc.wait(timeout=10) if self._proc else None
+            detail = _describe_exit(code)
+            tail = self._stderr_tail()
+            self.kill()
+            return RunOutcome(died="crash", node_index=index,
+                              detail=detail + (f"; stderr: {tail}" if tail else ""))
+        return RunOutcome(observations=reply["observations"])
+
+    def _node_index(self) -> int:
+        try:
+            return int(struct.unpack("<q", self._progress.read_bytes()[:8])[0])
+        except (OSError, struct.error):
+            return -1
+
+    def _stderr_tail(self, limit: int = 600) -> str:
+        try:
+            text = self._stderr_path.read_bytes()[-limit:].decode(errors="replace")
+        except OSError:
+            return ""
+        return " ".join(text.split())
+
+    def kill(self) -> None:
+        if self._proc is None:
+            return
+        if self._proc.poll() is None:
+            try:
+                os.killpg(self._proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self._proc.kill()
+        self._proc.wait()
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                stream.close()
+        self._proc = None
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                write_message(self._proc.stdin, {"cmd": "exit"})  # type: ignore[arg-type]
+                self._proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self._dir.cleanup()
+
+
+def _describe_exit(code: int | None) -> str:
+    if code is None:
+        return "the worker stopped answering"
+    if code < 0:
+        try:
+            return f"the worker was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"the worker was killed by signal {-code}"
+    return f"the worker exited with status {code}"

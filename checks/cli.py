@@ -1,0 +1,147 @@
+"""``alignbot`` command line: thin commands over the engine; bad input exits 2 with one line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+from . import report as reports
+from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
+from .dsl import DslError
+from .engine import check
+from .presets import PRESETS, UnknownPreset, preset
+from .progress import Progress
+from .spec import Spec, load_file, load_library, select
+from .trace import SpecError
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line, exit status 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="alignbot", description="Keep a PyTorch-compatible implementation "
+                     "aligned with PyTorch.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    chk = commands.add_parser("check", help="draw programs, run them on both sides, compare")
+    who = chk.add_mutually_exclusive_group()
+    who.add_argument("--candidate", metavar="PRESET",
+                     help=f"built-in candidate: {', '.join(sorted(PRESETS))}")
+    who.add_argument("--prelude", metavar="CODE",
+                     help="Python source that binds `torch` in the candidate's worker")
+    chk.add_argument("--python", metavar="PATH", help="interpreter for the candidate's worker")
+    chk.add_argument("--ops", metavar="GLOB,…", default="",
+                     help="only specs whose name or ops match one of these globs")
+    chk.add_argument("--spec-file", metavar="PATH", action="append", default=[], type=Path,
+                     help="extra spec file (repeatable); with it the built-in library is "
+                          "used only when --library is given")
+    chk.add_argument("--library", action="store_true", help="include the built-in specs too")
+    chk.add_argument("--override", metavar="API=MODULE:ATTR", action="append", default=[],
+                     help="candidate callable for one torch API (repeatable)")
+    chk.add_argument("--n", type=int, metavar="N", help="draws per spec (default: each spec's)")
+    chk.add_argument("--seed", type=int, default=0, metavar="S")
+    chk.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                     help="per-program limit before the candidate counts as hung")
+    chk.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
+    chk.add_argument("--markdown", type=Path, metavar="FILE",
+                     help="write the Markdown report here")
+    chk.add_argument("--no-progress", action="store_true")
+    chk.set_defaults(func=cmd_check)
+    return parser
+
+
+def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
+    overrides = {}
+    for item in args.override:
+        name, sep, target = item.partition("=")
+        if not sep or ":" not in target or not name.startswith("torch."):
+            raise UsageError(f"--override {item!r}: expected torch.API=module:attr")
+        overrides[name] = target
+    python = args.python or sys.executable
+    if args.prelude is not None:
+        config = CandidateConfig(name="prelude", prelude=args.prelude, python=python,
+                                 overrides=overrides, timeout=args.timeout)
+        return config, args.prelude
+    if args.candidate is None:
+        raise UsageError("say what to check: --candidate PRESET or --prelude CODE")
+    try:
+        config = preset(args.candidate, python=python, timeout=args.timeout)
+    except UnknownPreset as exc:
+        raise UsageError(str(exc)) from exc
+    return CandidateConfig(config.name, config.prelude, python, overrides, args.timeout
+                           ), args.candidate
+
+
+def _specs(args: argparse.Namespace) -> list[Spec]:
+    patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
+    if args.library or not args.spec_file:
+        load_library()
+    extra: list[Spec] = []
+    for path in args.spec_file:
+        if not path.is_file():
+            raise UsageError(f"--spec-file {path}: no such file")
+        try:
+            extra.extend(load_file(path))
+        except Exception as exc:
+            raise UsageError(f"--spec-file {path}: {type(exc).__name__}: {exc}") from exc
+    specs = select(patterns)
+    if args.spec_file and not args.library:
+        names = {s.name for s in extra}
+        specs = [s for s in specs if s.name in names]
+    if not specs:
+        raise UsageError(f"no spec matches --ops {args.ops!r}")
+    return specs
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.n is not None and args.n < 1:
+        raise UsageError("--n must be at least 1")
+    config, description = _candidate(args)
+    specs = _specs(args)
+    progress = Progress(len(specs), enabled=not args.no_progress and sys.stderr.isatty())
+    with CandidateProcess(config) as candidate:
+        result = check(specs, candidate, seed=args.seed, n=args.n, on_spec=progress.update)
+        version = candidate.version
+    progress.done()
+    data = reports.to_json(result, description)
+    if args.json:
+        args.json.write_text(reports.dumps(data))
+    if args.markdown:
+        args.markdown.write_text(reports.render_markdown(data))
+    count = len(result.findings)
+    print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
+          f"candidate {config.name} ({version}) against torch {result.reference}: "
+          f"{count} finding{'s' if count != 1 else ''}")
+    for finding in result.findings:
+        print(f"  {finding.fingerprint}  {finding.kind.value:<18} {finding.op}  "
+              f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}]")
+    return 1 if count else 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        code: int = args.func(args)
+        return code
+    except UsageError as exc:
+        print(f"alignbot: error: {exc}", file=sys.stderr)
+    except CandidateStartError as exc:
+        print(f"alignbot: error: {exc}", file=sys.stderr)
+    except (SpecError, DslError) as exc:
+        print(f"alignbot: error: {exc}", file=sys.stderr)
+    except KeyboardInterrupt:
+        print("alignbot: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

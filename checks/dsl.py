@@ -1,0 +1,307 @@
+"""Generators a spec draws its program from; every random choice goes through one DrawContext.
+
+A generator is a lazy description (``random(1, 6)``, ``random_tensor(ndim=2)``) that is
+resolved when a spec uses it. Within one draw the same generator object always resolves to
+the same value, so ``c = random(1, 6)`` can size a module and a tensor alike. The choices come
+from Hypothesis while generating, and from a recorded list when a program is drawn again, so
+a run is fixed by its seed and a program can be re-drawn (and shrunk) from its choices.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from hypothesis import strategies as st
+
+_CURRENT: contextvars.ContextVar[DrawContext | None] = contextvars.ContextVar(
+    "alignbot_draw", default=None
+)
+
+
+class DslError(Exception):
+    """A generator was used wrongly (bad bounds, resolved outside a spec)."""
+
+
+class _Nothing:
+    """Leave the keyword argument out, so the API default is exercised."""
+
+    _instance: _Nothing | None = None
+
+    def __new__(cls) -> _Nothing:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "NOTHING"
+
+
+NOTHING = _Nothing()
+
+
+class DrawContext:
+    """Source of every choice in one draw; logs them so the draw can be replayed exactly."""
+
+    def __init__(self, data: Any = None, choices: Sequence[int | float] | None = None) -> None:
+        self._data = data
+        self._replay = list(choices) if choices is not None else None
+        self._position = 0
+        self.choices: list[int | float] = []
+        self.memo: dict[int, tuple[Generator, Any]] = {}
+        self.tracer: Any = None
+
+    def _next_recorded(self) -> int | float | None:
+        assert self._replay is not None
+        if self._position >= len(self._replay):
+            return None
+        value = self._replay[self._position]
+        self._position += 1
+        return value
+
+    def draw_int(self, low: int, high: int) -> int:
+        """An integer in [low, high] (both ends included)."""
+        if high < low:
+            raise DslError(f"empty integer range [{low}, {high}]")
+        if self._replay is not None:
+            recorded = self._next_recorded()
+            value = low if recorded is None else min(max(int(recorded), low), high)
+        else:
+            value = int(self._data.draw(st.integers(low, high)))
+        self.choices.append(value)
+        return value
+
+    def draw_float(self, low: float, high: float) -> float:
+        if high < low:
+            raise DslError(f"empty float range [{low}, {high}]")
+        if self._replay is not None:
+            recorded = self._next_recorded()
+            value = low if recorded is None else min(max(float(recorded), low), high)
+        else:
+            value = float(self._data.draw(st.floats(low, high, allow_nan=False,
+                                                    allow_infinity=False)))
+        self.choices.append(value)
+        return value
+
+    def draw_bool(self) -> bool:
+        return self.draw_int(0, 1) == 1
+
+    def __enter__(self) -> DrawContext:
+        self._token = _CURRENT.set(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        _CURRENT.reset(self._token)
+
+
+def current() -> DrawContext:
+    ctx = _CURRENT.get()
+    if ctx is None:
+        raise DslError("a generator was resolved outside of a spec being drawn")
+    return ctx
+
+
+def resolve(value: Any) -> Any:
+    """A generator's value in the current draw; anything else unchanged."""
+    if isinstance(value, Generator):
+        return value.resolve()
+    return value
+
+
+class Generator:
+    """Base of every DSL generator: memoised per draw, combinable with ``|``."""
+
+    def resolve(self) -> Any:
+        ctx = current()
+        key = id(self)
+        if key not in ctx.memo:
+            ctx.memo[key] = (self, self.draw(ctx))
+        return ctx.memo[key][1]
+
+    def draw(self, ctx: DrawContext) -> Any:
+        raise NotImplementedError
+
+    def __or__(self, other: Any) -> Generator:
+        return OneOf((self, other))
+
+    def __ror__(self, other: Any) -> Generator:
+        return OneOf((other, self))
+
+    # Python control flow on drawn scalars: ``if int(c) > 2``, ``range(c)``.
+    def __int__(self) -> int:
+        return int(self.resolve())
+
+    def __index__(self) -> int:
+        return int(self.resolve())
+
+    def __float__(self) -> float:
+        return float(self.resolve())
+
+    def __bool__(self) -> bool:
+        return bool(self.resolve())
+
+
+class Random(Generator):
+    def __init__(self, low: Any = 0.0, high: Any = 1.0) -> None:
+        self.low, self.high = low, high
+
+    def draw(self, ctx: DrawContext) -> Any:
+        low, high = resolve(self.low), resolve(self.high)
+        if isinstance(low, int) and isinstance(high, int) and not isinstance(low, bool):
+            if high <= low:
+                raise DslError(f"random({low}, {high}): integer range is empty (high is excluded)")
+            return ctx.draw_int(low, high - 1)
+        return ctx.draw_float(float(low), float(high))
+
+
+class RandomBool(Generator):
+    def draw(self, ctx: DrawContext) -> bool:
+        return ctx.draw_bool()
+
+
+class OneOf(Generator):
+    def __init__(self, options: Sequence[Any]) -> None:
+        if not options:
+            raise DslError("oneof() needs at least one option")
+        flat: list[Any] = []
+        option: Any
+        for option in options:
+            flat.extend(option.options if isinstance(option, OneOf) else [option])
+        self.options: tuple[Any, ...] = tuple(flat)
+
+    def draw(self, ctx: DrawContext) -> Any:
+        return resolve(self.options[ctx.draw_int(0, len(self.options) - 1)])
+
+
+class Constant(Generator):
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+    def draw(self, ctx: DrawContext) -> Any:
+        return resolve(self.value)
+
+
+class Nothing(Generator):
+    def draw(self, ctx: DrawContext) -> Any:
+        return NOTHING
+
+
+class RandomDtype(Generator):
+    def __init__(self, names: Sequence[str]) -> None:
+        self.names = tuple(names) or ("float32", "float64")
+
+    def draw(self, ctx: DrawContext) -> Any:
+        import torch  # the reference; dtypes reach the tracer as real objects
+
+        return getattr(torch, self.names[ctx.draw_int(0, len(self.names) - 1)])
+
+
+SPECIAL_SETS: dict[str, tuple[str, ...]] = {
+    "zeros": ("0.0", "-0.0"),
+    "large": ("1e4", "-1e4", "3e4"),
+    "nonfinite": ("inf", "-inf", "nan"),
+}
+
+
+class RandomTensor(Generator):
+    """A shape, a dtype and a value recipe: never drawn element by element."""
+
+    def __init__(self, ndim: Any, dims: dict[int, Any], shape: Any, low: Any, high: Any,
+                 dtype: Any, requires_grad: bool, specials: Sequence[str]) -> None:
+        self.ndim, self.dims, self.shape = ndim, dims, shape
+        self.low, self.high, self.dtype = low, high, dtype
+        self.requires_grad, self.specials = requires_grad, tuple(specials)
+
+    def draw(self, ctx: DrawContext) -> Any:
+        shape = self._draw_shape(ctx)
+        dtype = resolve(self.dtype)
+        dtype_name = dtype if isinstance(dtype, str) else str(dtype).rsplit(".", 1)[-1]
+        low, high = float(resolve(self.low)), float(resolve(self.high))
+        recipe: dict[str, Any] = {"kind": "uniform", "low": low, "high": high,
+                                  "seed": ctx.draw_int(0, 2**31 - 1)}
+        floating = dtype_name in ("float16", "bfloat16", "float32", "float64")
+        if floating and self.specials:
+            pick = ctx.draw_int(0, 3 + len(self.specials))
+            if pick > 3:
+                recipe["specials"] = list(SPECIAL_SETS[self.specials[pick - 4]])
+        if ctx.tracer is None:
+            raise DslError("random_tensor() was resolved outside of a traced spec")
+        grad = bool(resolve(self.requires_grad)) and floating
+        return ctx.tracer.input(shape, dtype_name, recipe, grad)
+
+    def _draw_shape(self, ctx: DrawContext) -> list[int]:
+        if self.shape is not None:
+            return [int(resolve(d)) for d in resolve(self.shape)]
+        ndim = int(resolve(self.ndim)) if self.ndim is not None else ctx.draw_int(1, 4)
+        shape = []
+        for axis in range(ndim):
+            given = self.dims.get(axis)
+            shape.append(int(resolve(given)) if given is not None else ctx.draw_int(1, 5))
+        return shape
+
+    # A tensor generator stands in for its tensor: ``x = random_tensor(); x.sum()``.
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name in self.__dict__:
+            raise AttributeError(name)
+        return getattr(self.resolve(), name)
+
+
+def _forward(op: str) -> Any:
+    def method(self: RandomTensor, *args: Any) -> Any:
+        return getattr(self.resolve(), op)(*args)
+
+    method.__name__ = op
+    return method
+
+
+for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__truediv__",
+            "__rtruediv__", "__matmul__", "__rmatmul__", "__pow__", "__rpow__", "__neg__",
+            "__abs__", "__getitem__", "__setitem__", "__lt__", "__le__", "__gt__", "__ge__",
+            "__floordiv__", "__mod__", "__and__", "__rand__", "__xor__", "__invert__",
+            "__len__", "__iadd__", "__isub__", "__imul__", "__itruediv__"):
+    setattr(RandomTensor, _op, _forward(_op))
+RandomTensor.__or__ = _forward("__or__")  # type: ignore[method-assign]
+
+
+def random(low: Any = 0.0, high: Any = 1.0) -> Generator:
+    """An int in [low, high) when both bounds are ints, else a float in [low, high]."""
+    return Random(low, high)
+
+
+def random_bool() -> Generator:
+    return RandomBool()
+
+
+def oneof(*options: Any) -> Generator:
+    return OneOf(options)
+
+
+def constant(value: Any) -> Generator:
+    return Constant(value)
+
+
+def nothing() -> Generator:
+    return Nothing()
+
+
+def random_dtype(*names: str) -> Generator:
+    return RandomDtype(names)
+
+
+def random_tensor(ndim: Any = None, dim0: Any = None, dim1: Any = None, dim2: Any = None,
+                  dim3: Any = None, dim4: Any = None, *, shape: Any = None, low: Any = 0.0,
+                  high: Any = 1.0, dtype: Any = "float32", requires_grad: Any = True,
+                  specials: Sequence[str] = ()) -> Any:
+    """A tensor input. ``specials`` may name ``zeros``, ``large`` and ``nonfinite``: a few draws
+    then sprinkle those values (negative zero, big magnitudes, inf/nan) over the tensor."""
+    for name in specials:
+        if name not in SPECIAL_SETS:
+            raise DslError(f"unknown special value set {name!r}; use one of {sorted(SPECIAL_SETS)}")
+    dims = {i: d for i, d in enumerate((dim0, dim1, dim2, dim3, dim4)) if d is not None}
+    if isinstance(ndim, int) and dims and max(dims) >= ndim:
+        raise DslError(f"random_tensor(ndim={ndim}) was given dim{max(dims)}")
+    if math.isnan(float(low)) if isinstance(low, (int, float)) else False:
+        raise DslError("random_tensor(low=nan)")
+    return RandomTensor(ndim, dims, shape, low, high, dtype, requires_grad, specials)

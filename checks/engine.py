@@ -1,0 +1,166 @@
+"""Draw programs from specs, replay them on the candidate, judge every observation."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+
+from .candidate import CandidateProcess, RunOutcome
+from .dsl import DrawContext
+from .findings import BACKWARD_OP, Finding, Kind, judge
+from .spec import Spec
+from .trace import SpecError, TorchProxy, Tracer
+
+Program = dict[str, Any]
+Observations = dict[str, dict[str, Any]]
+
+
+@dataclass
+class Stats:
+    """Where the time went; kept out of the JSON report so that it stays byte-identical."""
+
+    trace_s: float = 0.0
+    candidate_s: float = 0.0
+    judge_s: float = 0.0
+    worker_starts: int = 0
+
+
+@dataclass
+class CheckResult:
+    reference: str
+    candidate: str
+    seed: int
+    specs_run: list[str] = field(default_factory=list)
+    programs_run: int = 0
+    findings: list[Finding] = field(default_factory=list)
+    stats: Stats = field(default_factory=Stats)
+
+
+def trace_program(spec: Spec, ctx: DrawContext) -> tuple[Program, Observations]:
+    """Run the spec on the reference, recording a Program and the reference's observations."""
+    import torch
+
+    program_seed = ctx.draw_int(0, 2**31 - 1)
+    torch.manual_seed(program_seed)
+    tracer = Tracer(torch, ctx)
+    with ctx:
+        try:
+            outputs = spec.fn(TorchProxy(tracer, "torch", torch))
+        except SpecError:
+            raise
+        except Exception as exc:
+            if exc is not tracer.raised:
+                where = traceback.extract_tb(exc.__traceback__)[-1]
+                raise SpecError(f"spec {spec.name} raised on the reference: "
+                                f"{type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
+                                ) from exc
+            outputs = None
+        plan = tracer.finish(outputs, spec.backward, program_seed)
+    program: Program = {"version": 1, "spec": spec.name, "seed": program_seed,
+                        "choices": list(ctx.choices), "nodes": tracer.nodes, "backward": plan,
+                        "expect_raise": spec.raises}
+    return program, tracer.observations
+
+
+def outcome_finding(spec: Spec, program: Program, outcome: RunOutcome) -> Finding:
+    """A finding for a worker that crashed or hung, named by the node it was running."""
+    nodes = program["nodes"]
+    index = outcome.node_index
+    if 0 <= index < len(nodes):
+        op, node = nodes[index].get("target", "input"), nodes[index]["id"]
+    elif index >= len(nodes):
+        op, node = BACKWARD_OP, ""
+    else:
+        op, node = "worker", ""
+    kind = Kind.CANDIDATE_TIMEOUT if outcome.died == "timeout" else Kind.CANDIDATE_CRASH
+    return Finding(kind, op, spec.name, outcome.detail, program, node=node)
+
+
+def evaluate(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,
+             stats: Stats | None = None) -> Finding | None:
+    stats = stats or Stats()
+    start = time.perf_counter()
+    outcome = candidate.run(program)
+    stats.candidate_s += time.perf_counter() - start
+    if outcome.observations is None:
+        return outcome_finding(spec, program, outcome)
+    start = time.perf_counter()
+    finding = judge(program, ref, outcome.observations, spec.name, spec.rtol, spec.atol)
+    stats.judge_s += time.perf_counter() - start
+    return finding
+
+
+def _spec_seed(seed: int, spec: Spec) -> int:
+    return int.from_bytes(hashlib.sha256(f"{seed}:{spec.name}".encode()).digest()[:4], "big")
+
+
+def draw_programs(spec: Spec, n: int, seed: int,
+                  visit: Callable[[Program, Observations], None]) -> None:
+    """Let Hypothesis draw up to ``n`` programs from one seed; ``visit`` sees each one."""
+
+    @hypothesis_seed(_spec_seed(seed, spec))
+    @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+              report_multiple_bugs=False, print_blob=False)
+    @given(st.data())
+    def run(data: Any) -> None:
+        program, ref = trace_program(spec, DrawContext(data=data))
+        visit(program, ref)
+
+    run()
+
+
+def _size(program: Program) -> tuple[int, int]:
+    elements = 0
+    for node in program["nodes"]:
+        if node["op"] == "input":
+            count = 1
+            for dim in node["shape"]:
+                count *= dim
+            elements += count
+    return elements, len(program["nodes"])
+
+
+def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int | None = None,
+          on_spec: Callable[[Spec, int], None] | None = None) -> CheckResult:
+    """Check every spec; findings with one fingerprint are merged, keeping the smallest program."""
+    import torch
+
+    result = CheckResult(reference=str(torch.__version__), candidate=candidate.config.name,
+                         seed=seed)
+    merged: dict[str, Finding] = {}
+    for position, spec in enumerate(specs):
+        if on_spec is not None:
+            on_spec(spec, position)
+
+        def visit(program: Program, ref: Observations, spec: Spec = spec) -> None:
+            result.programs_run += 1
+            finding = evaluate(spec, program, ref, candidate, result.stats)
+            if finding is None:
+                return
+            known = merged.get(finding.fingerprint)
+            if known is None:
+                merged[finding.fingerprint] = finding
+                return
+            finding.count = known.count + 1
+            if _size(finding.program) < _size(known.program):
+                merged[finding.fingerprint] = finding
+            else:
+                known.count += 1
+
+        start = time.perf_counter()
+        draw_programs(spec, n or spec.n, seed, visit)
+        result.stats.trace_s += time.perf_counter() - start
+        result.specs_run.append(spec.name)
+    result.stats.trace_s -= result.stats.candidate_s + result.stats.judge_s
+    result.stats.worker_starts = candidate.starts
+    result.findings = sorted(merged.values(), key=lambda f: (f.spec, f.op, f.kind.value))
+    return result

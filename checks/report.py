@@ -1,0 +1,75 @@
+"""The report: JSON (a contract other tools read) and Markdown rendered from templates/."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from . import markdown
+from .engine import CheckResult
+
+REPORT_VERSION = 1
+
+
+def templates_dir() -> Path:
+    """``templates/`` at the repository root, or wherever ALIGNBOT_TEMPLATES points."""
+    override = os.environ.get("ALIGNBOT_TEMPLATES")
+    return Path(override) if override else Path(__file__).resolve().parent.parent / "templates"
+
+
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()),
+                             autoescape=False, keep_trailing_newline=True,
+                             undefined=jinja2.StrictUndefined, trim_blocks=True,
+                             lstrip_blocks=True)
+    env.filters["inline"] = markdown.inline
+    env.filters["code"] = markdown.code
+    env.filters["block"] = markdown.block
+    return env
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def to_json(result: CheckResult, candidate_description: str) -> dict[str, Any]:
+    return {
+        "report_version": REPORT_VERSION,
+        "reference": result.reference,
+        "candidate": candidate_description,
+        "seed": result.seed,
+        "specs_run": len(result.specs_run),
+        "specs": result.specs_run,
+        "programs_run": result.programs_run,
+        "findings": [_finite(f.to_json()) for f in result.findings],
+    }
+
+
+def dumps(report: dict[str, Any]) -> str:
+    """Byte-stable text for one report: sorted keys, no timings, a final newline."""
+    return json.dumps(report, sort_keys=True, indent=2, allow_nan=False) + "\n"
+
+
+def load(path: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(path.read_text())
+    if not isinstance(data, dict) or "findings" not in data:
+        raise ValueError(f"{path} is not an alignbot report (no 'findings')")
+    return data
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    by_kind: dict[str, int] = {}
+    for finding in report["findings"]:
+        by_kind[finding["kind"]] = by_kind.get(finding["kind"], 0) + finding.get("count", 1)
+    return environment().get_template("report.md.j2").render(report=report, by_kind=by_kind)

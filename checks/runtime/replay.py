@@ -1,0 +1,270 @@
+"""Replay a Program on a ``torch`` namespace and observe every value, state and gradient.
+
+The candidate worker calls :func:`replay`; the engine's tracer calls the same helpers
+(:func:`make_input`, :func:`observe_result`, :func:`run_backward`) while it runs the reference,
+so both sides build inputs and take observations with one piece of code.
+
+Observation keys: ``v3`` (a node's result), ``v3.0`` (an element of a tuple result),
+``v3!self`` (the mutated argument of an in-place call), ``v3!state.running_mean`` (a module's
+buffer after a call), ``final:v0`` (an input at the end of the program), ``grad:v0`` /
+``grad:v2:weight`` (gradients).
+"""
+
+from __future__ import annotations
+
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+try:  # imported as part of the ``checks`` package in the engine
+    from .values import (
+        decode_array,
+        decode_literal,
+        is_tensor,
+        make_array,
+        observe,
+        observe_error,
+    )
+except ImportError:  # imported as a top-level module inside the worker
+    from values import (  # type: ignore[no-redef]
+        decode_array,
+        decode_literal,
+        is_tensor,
+        make_array,
+        observe,
+        observe_error,
+    )
+
+Observations = dict[str, dict[str, Any]]
+
+
+class MissingApi(Exception):
+    """The candidate has no attribute for a PyTorch API the program uses."""
+
+
+class Hooks:
+    """What a candidate's prelude may define: per-op overrides, a call wrapper, a device."""
+
+    def __init__(
+        self,
+        overrides: dict[str, Callable[..., Any]] | None = None,
+        wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]] | None = None,
+        device: str = "cpu",
+    ) -> None:
+        self.overrides = overrides or {}
+        self.wrap = wrap
+        self.device = device
+
+    def callable_for(self, target: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        fn = self.overrides.get(target, fn)
+        return self.wrap(target, fn) if self.wrap is not None else fn
+
+
+def resolve(torch: Any, target: str) -> Any:
+    obj = torch
+    for part in target.split(".")[1:]:
+        try:
+            obj = getattr(obj, part)
+        except AttributeError as exc:
+            raise MissingApi(f"{target}: the candidate has no attribute {part!r}") from exc
+    return obj
+
+
+def make_input(torch: Any, node: dict[str, Any], device: str = "cpu") -> Any:
+    arr = make_array(node["recipe"], node["dtype"], node["shape"])
+    tensor = _from_numpy(torch, arr)
+    if node["dtype"] == "bfloat16":
+        tensor = tensor.to(torch.bfloat16)
+    if device != "cpu":
+        tensor = tensor.to(device)
+    if node.get("requires_grad"):
+        tensor.requires_grad_(True)
+    return tensor
+
+
+def _from_numpy(torch: Any, arr: np.ndarray) -> Any:
+    from_numpy = getattr(torch, "from_numpy", None)
+    if from_numpy is not None:
+        return from_numpy(np.ascontiguousarray(arr))
+    return torch.tensor(arr)
+
+
+def load_state(torch: Any, module: Any, state: dict[str, Any]) -> None:
+    """Give a candidate module the reference's initial parameters and buffers."""
+    for name, data in state.items():
+        target = module
+        for part in name.split("."):
+            target = getattr(target, part)
+        source = _from_numpy(torch, decode_array(data)).to(target.dtype)
+        no_grad = getattr(torch, "no_grad", None)
+        if no_grad is not None:
+            with no_grad():
+                target.copy_(source.reshape(target.shape))
+        else:
+            target.set_value(source)
+
+
+def module_tensors(module: Any) -> dict[str, Any]:
+    tensors: dict[str, Any] = {}
+    for name, param in module.named_parameters():
+        tensors[name] = param
+    for name, buf in module.named_buffers():
+        if buf is not None:
+            tensors[name] = buf
+    return tensors
+
+
+def module_buffers(module: Any) -> dict[str, Any]:
+    return {name: buf for name, buf in module.named_buffers() if buf is not None}
+
+
+def bind_result(torch: Any, node_id: str, result: Any, values: dict[str, Any]) -> None:
+    values[node_id] = result
+    if isinstance(result, (tuple, list)) and not isinstance(result, str):
+        for index, item in enumerate(result):
+            values[f"{node_id}.{index}"] = item
+
+
+def observe_result(torch: Any, node: dict[str, Any], result: Any,
+                   values: dict[str, Any]) -> Observations:
+    """Observations a node yields once it has run: its result and whatever it mutated."""
+    node_id = node["id"]
+    out: Observations = {}
+    if node["op"] == "module":
+        return out
+    if isinstance(result, (tuple, list)) and any(is_tensor(torch, r) for r in result):
+        out[node_id] = {"t": "value", "value": f"sequence of {len(result)}"}
+        for index, item in enumerate(result):
+            out[f"{node_id}.{index}"] = observe(torch, item)
+    else:
+        out[node_id] = observe(torch, result)
+    if node.get("inplace"):
+        first = node["args"][0]
+        if isinstance(first, dict) and "ref" in first:
+            out[f"{node_id}!self"] = observe(torch, values[first["ref"]])
+    if node["op"] == "invoke":
+        module = values[node["args"][0]["ref"]]
+        for name, buf in module_buffers(module).items():
+            out[f"{node_id}!state.{name}"] = observe(torch, buf)
+    return out
+
+
+def run_node(torch: Any, node: dict[str, Any], values: dict[str, Any], hooks: Hooks) -> Any:
+    """Run one node on this side; raises what the framework raises (MissingApi for lookups)."""
+    op = node["op"]
+    if op == "input":
+        return make_input(torch, node, hooks.device)
+    args = decode_literal(torch, node.get("args", []), values)
+    kwargs = {k: decode_literal(torch, v, values) for k, v in node.get("kwargs", {}).items()}
+    if op == "call":
+        fn = hooks.callable_for(node["target"], resolve(torch, node["target"]))
+        return fn(*args, **kwargs)
+    if op == "module":
+        cls = resolve(torch, node["target"])
+        module = cls(*args, **kwargs)
+        if hooks.device != "cpu":
+            module = module.to(hooks.device)
+        load_state(torch, module, node.get("state", {}))
+        return module
+    if op == "invoke":
+        module, rest = args[0], args[1:]
+        return hooks.callable_for(node["target"], module)(*rest, **kwargs)
+    if op == "method":
+        self_value, rest = args[0], args[1:]
+        if node["target"] in hooks.overrides:
+            return hooks.callable_for(node["target"], hooks.overrides[node["target"]])(
+                self_value, *rest, **kwargs
+            )
+        try:
+            method = getattr(self_value, node["name"])
+        except AttributeError as exc:
+            raise MissingApi(f"{node['target']}: the candidate has no such method") from exc
+        return hooks.callable_for(node["target"], method)(*rest, **kwargs)
+    if op == "getattr":
+        try:
+            return getattr(args[0], node["name"])
+        except AttributeError as exc:
+            raise MissingApi(f"{node['target']}: the candidate has no such attribute") from exc
+    raise ValueError(f"unknown node op {op!r}")
+
+
+def run_backward(
+    torch: Any, program: dict[str, Any], values: dict[str, Any], device: str = "cpu"
+) -> Observations:
+    """Backward from the program's outputs with seeded random upstream gradients."""
+    spec = program.get("backward")
+    if not spec:
+        return {}
+    outputs = [values[ref] for ref in spec["outputs"]]
+    seeds = []
+    for out, seed in zip(outputs, spec["seeds"], strict=True):
+        arr = make_array(seed, "float64", list(out.shape))
+        grad = _from_numpy(torch, arr).to(out.dtype)
+        seeds.append(grad.to(device) if device != "cpu" else grad)
+    wrt_keys = list(spec["wrt"])
+    wrt = [_lookup(values, key) for key in wrt_keys]
+    grads = torch.autograd.grad(outputs, wrt, grad_outputs=seeds, allow_unused=True)
+    result: Observations = {}
+    for key, tensor, grad in zip(wrt_keys, wrt, grads, strict=True):
+        if grad is None:
+            grad = torch.zeros_like(tensor)
+        result[f"grad:{key}"] = observe(torch, grad)
+    return result
+
+
+def _lookup(values: dict[str, Any], key: str) -> Any:
+    """``v3`` or ``v3:weight`` (a module's parameter)."""
+    if ":" in key:
+        node_id, name = key.split(":", 1)
+        target = values[node_id]
+        for part in name.split("."):
+            target = getattr(target, part)
+        return target
+    return values[key]
+
+
+def replay(torch: Any, program: dict[str, Any], hooks: Hooks,
+           progress: Callable[[int], None] | None = None) -> Observations:
+    """Run every node, observing as we go; stop where this side's raising differs from the
+    reference's, since everything after that point is a consequence."""
+    values: dict[str, Any] = {}
+    observations: Observations = {}
+    for index, node in enumerate(program["nodes"]):
+        if progress is not None:
+            progress(index)
+        try:
+            result = run_node(torch, node, values, hooks)
+        except MissingApi as exc:
+            observations[node["id"]] = observe_error(exc, missing_api=True)
+            return observations
+        except Exception as exc:
+            observations[node["id"]] = observe_error(exc)
+            if node.get("raises"):
+                continue
+            return observations
+        bind_result(torch, node["id"], result, values)
+        observations.update(observe_result(torch, node, result, values))
+        if node.get("raises"):
+            return observations
+    if progress is not None:
+        progress(len(program["nodes"]))
+    observations.update(observe_finals(torch, program, values))
+    try:
+        observations.update(run_backward(torch, program, values, hooks.device))
+    except Exception as exc:
+        observations["backward"] = observe_error(exc)
+        observations["backward"]["traceback"] = traceback.format_exc(limit=8)
+    return observations
+
+
+def observe_finals(torch: Any, program: dict[str, Any], values: dict[str, Any]) -> Observations:
+    """Inputs at the end of the program, when an in-place call may have changed them."""
+    if not any(node.get("inplace") for node in program["nodes"]):
+        return {}
+    return {
+        f"final:{node['id']}": observe(torch, values[node["id"]])
+        for node in program["nodes"]
+        if node["op"] == "input" and node["id"] in values
+    }

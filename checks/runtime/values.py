@@ -1,0 +1,171 @@
+"""Materialise Program data on either side: input recipes, literal arrays, snapshots of results.
+
+Both the reference (in the engine's process) and the candidate (in the worker) build inputs and
+take observations with these functions, so the two sides can only differ in what the
+framework computes.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import numpy as np
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+COMPLEX_DTYPES = ("complex64", "complex128")
+INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
+
+# bfloat16 has no NumPy dtype: its values travel as float32 and are cast by the framework.
+_NUMPY_NAME = {"bfloat16": "float32"}
+
+
+def numpy_dtype(name: str) -> np.dtype:
+    return np.dtype(_NUMPY_NAME.get(name, name))
+
+
+def dtype_name(dtype: Any) -> str:
+    """``torch.float32`` / ``paddle.float32`` / ``np.float32`` -> ``"float32"``."""
+    return str(dtype).rsplit(".", 1)[-1]
+
+
+def encode_array(arr: np.ndarray) -> dict[str, Any]:
+    arr = np.asarray(arr)
+    return {
+        "dtype": arr.dtype.str,
+        "shape": list(arr.shape),
+        "b64": base64.b64encode(arr.tobytes()).decode("ascii"),
+    }
+
+
+def decode_array(data: dict[str, Any]) -> np.ndarray:
+    raw = base64.b64decode(data["b64"])
+    arr = np.frombuffer(raw, dtype=np.dtype(data["dtype"])).reshape(data["shape"])
+    return arr.copy()
+
+
+def make_array(recipe: dict[str, Any], dtype: str, shape: list[int]) -> np.ndarray:
+    """Build the array an input recipe describes; the same on every machine for one recipe."""
+    kind = recipe["kind"]
+    if kind == "literal":
+        return decode_array(recipe["array"]).astype(numpy_dtype(dtype)).reshape(shape)
+    if kind == "pattern":
+        return _pattern(recipe["pattern"], dtype, shape)
+    rng = np.random.default_rng(int(recipe["seed"]))
+    low, high = recipe.get("low", -1.0), recipe.get("high", 1.0)
+    if dtype == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    if dtype in INT_DTYPES:
+        lo, hi = int(np.floor(low)), int(np.ceil(high))
+        return rng.integers(lo, max(hi, lo + 1), size=shape).astype(numpy_dtype(dtype))
+    if dtype in COMPLEX_DTYPES:
+        real = rng.uniform(low, high, size=shape)
+        imag = rng.uniform(low, high, size=shape)
+        return (real + 1j * imag).astype(numpy_dtype(dtype))
+    arr = rng.uniform(low, high, size=shape)
+    specials = recipe.get("specials") or []
+    if specials and arr.size:
+        mask = rng.random(size=shape) < float(recipe.get("density", 0.25))
+        picks = rng.integers(0, len(specials), size=shape)
+        table = np.array([_special(s) for s in specials], dtype=np.float64)
+        arr = np.where(mask, table[picks], arr)
+    return arr.astype(numpy_dtype(dtype))
+
+
+def _special(value: Any) -> float:
+    return float(value) if not isinstance(value, str) else float(value.replace("neg", "-"))
+
+
+def _pattern(pattern: str, dtype: str, shape: list[int]) -> np.ndarray:
+    size = int(np.prod(shape)) if shape else 1
+    if pattern == "zeros":
+        flat = np.zeros(size)
+    elif pattern == "ones":
+        flat = np.ones(size)
+    elif pattern == "arange":
+        flat = np.arange(size, dtype=np.float64)
+    elif pattern == "arange-centered":
+        flat = np.arange(size, dtype=np.float64) - size // 2
+    else:
+        raise ValueError(f"unknown pattern {pattern!r}")
+    if dtype == "bool":
+        return (flat.reshape(shape) != 0)
+    return flat.reshape(shape).astype(numpy_dtype(dtype))
+
+
+def decode_literal(torch: Any, value: Any, refs: dict[str, Any]) -> Any:
+    """Turn a Program literal back into a Python / framework value; refs name earlier values."""
+    if isinstance(value, list):
+        return [decode_literal(torch, v, refs) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if "ref" in value:
+        return refs[value["ref"]]
+    if "tuple" in value:
+        return tuple(decode_literal(torch, v, refs) for v in value["tuple"])
+    if "float" in value:
+        return float(value["float"])
+    if "slice" in value:
+        return slice(*(decode_literal(torch, v, refs) for v in value["slice"]))
+    if "ellipsis" in value:
+        return Ellipsis
+    if "dtype" in value:
+        return getattr(torch, value["dtype"])
+    if "size" in value:
+        size_cls = getattr(torch, "Size", tuple)
+        return size_cls([int(v) for v in value["size"]])
+    if "device" in value:
+        return value["device"]
+    if "attr" in value:
+        return _resolve_path(torch, value["attr"])
+    if "dict" in value:
+        return {k: decode_literal(torch, v, refs) for k, v in value["dict"].items()}
+    raise ValueError(f"unknown literal {value!r}")
+
+
+def _resolve_path(torch: Any, path: str) -> Any:
+    obj = torch
+    for part in path.split(".")[1:]:
+        obj = getattr(obj, part)
+    return obj
+
+
+def is_tensor(torch: Any, value: Any) -> bool:
+    tensor_cls = getattr(torch, "Tensor", None)
+    return tensor_cls is not None and isinstance(value, tensor_cls)
+
+
+def to_numpy(torch: Any, tensor: Any) -> tuple[str, np.ndarray]:
+    """A detached host copy of a tensor and its dtype name."""
+    name = dtype_name(tensor.dtype)
+    t = tensor.detach()
+    if str(getattr(t, "device", "cpu")) != "cpu":
+        t = t.cpu()
+    if name == "bfloat16":
+        t = t.float()
+    return name, np.array(t.numpy(), copy=True)
+
+
+def observe(torch: Any, value: Any) -> dict[str, Any]:
+    """What is compared of one value: tensors by content, plain values by equality."""
+    if is_tensor(torch, value):
+        name, arr = to_numpy(torch, value)
+        return {"t": "tensor", "dtype": name, "shape": list(arr.shape), "data": arr}
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return {"t": "value", "value": value}
+    if isinstance(value, (tuple, list)) and all(
+        v is None or isinstance(v, (bool, int, float, str)) for v in value
+    ):
+        return {"t": "value", "value": list(value)}
+    if isinstance(value, getattr(torch, "dtype", ())):
+        return {"t": "value", "value": dtype_name(value)}
+    return {"t": "opaque", "type": type(value).__name__}
+
+
+def observe_error(exc: BaseException, missing_api: bool = False) -> dict[str, Any]:
+    return {
+        "t": "error",
+        "type": type(exc).__name__,
+        "message": str(exc)[:2000],
+        "missing_api": missing_api,
+    }

@@ -1,0 +1,91 @@
+"""The candidate worker: binds ``torch`` with a prelude, then replays Programs on request.
+
+Started by the engine as ``PYTHON checks/runtime/worker.py PROGRESS_FILE``. Messages arrive on
+stdin and leave on the original stdout; the candidate's own prints are sent to stderr so
+they cannot corrupt the stream. Before each node the worker writes the node's index into
+PROGRESS_FILE, so when the process dies (segfault, abort) or hangs, the engine still knows
+which call did it.
+"""
+
+from __future__ import annotations
+
+import importlib
+import mmap
+import os
+import struct
+import sys
+import traceback
+from typing import Any
+
+try:
+    from .replay import Hooks, replay
+    from .wire import WireError, read_message, write_message
+except ImportError:
+    from replay import Hooks, replay  # type: ignore[no-redef]
+    from wire import WireError, read_message, write_message  # type: ignore[no-redef]
+
+
+def _load_callable(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    obj: Any = importlib.import_module(module_name)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
+    namespace: dict[str, Any] = {"__name__": "__alignbot_prelude__"}
+    exec(compile(message["prelude"], "<prelude>", "exec"), namespace)
+    if "torch" not in namespace:
+        raise RuntimeError("the prelude did not bind the name 'torch'")
+    overrides = dict(namespace.get("alignbot_overrides", {}))
+    for name, spec in (message.get("overrides") or {}).items():
+        overrides[name] = _load_callable(spec)
+    hooks = Hooks(
+        overrides=overrides,
+        wrap=namespace.get("alignbot_wrap"),
+        device=str(namespace.get("alignbot_device", "cpu")),
+    )
+    return namespace["torch"], hooks
+
+
+def main() -> int:
+    progress_path = sys.argv[1]
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)
+    stdin = sys.stdin.buffer
+    with open(progress_path, "r+b") as handle:
+        progress = mmap.mmap(handle.fileno(), 8)
+
+    def mark(index: int) -> None:
+        struct.pack_into("<q", progress, 0, index)
+
+    torch: Any = None
+    hooks = Hooks()
+    while True:
+        try:
+            message = read_message(stdin)
+        except WireError:
+            return 0
+        cmd = message.get("cmd")
+        if cmd == "exit":
+            return 0
+        if cmd == "start":
+            try:
+                torch, hooks = _start(message)
+            except BaseException as exc:  # the prelude is user code: report anything
+                write_message(out, {"ok": False, "error": f"{type(exc).__name__}: {exc}",
+                                    "traceback": traceback.format_exc(limit=6)})
+                continue
+            write_message(out, {"ok": True, "version": str(getattr(torch, "__version__", "?")),
+                                "module": getattr(torch, "__name__", "?")})
+        elif cmd == "run":
+            mark(-1)
+            observations = replay(torch, message["program"], hooks, progress=mark)
+            write_message(out, {"ok": True, "observations": observations})
+        else:
+            write_message(out, {"ok": False, "error": f"unknown command {cmd!r}"})
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,87 @@
+"""Specs: functions that draw a program against a ``torch`` proxy, and the registry of them."""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import importlib.util
+import pkgutil
+import sys
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+SpecFn = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One spec. ``raises`` declares that every draw is an invalid input the reference must
+    reject; ``ops`` names the PyTorch APIs it exercises (used by ``--ops`` and the bot)."""
+
+    name: str
+    fn: SpecFn = field(compare=False)
+    n: int = 20
+    rtol: float | None = None
+    atol: float | None = None
+    backward: bool = True
+    raises: bool = False
+    ops: tuple[str, ...] = ()
+
+    def matches(self, patterns: Iterable[str]) -> bool:
+        names = {self.name, self.name.rsplit(".", 1)[-1], *self.ops}
+        names |= {op.rsplit(".", 1)[-1] for op in self.ops}
+        return any(fnmatch.fnmatchcase(n, p) for p in patterns for n in names)
+
+
+_REGISTRY: dict[str, Spec] = {}
+
+
+def autotest(n: int = 20, rtol: float | None = None, atol: float | None = None,
+             backward: bool = True, raises: bool = False, ops: Iterable[str] = (),
+             name: str | None = None) -> Callable[[SpecFn], SpecFn]:
+    """Register ``fn(torch)`` as a spec drawn ``n`` times; tolerances override the dtype table."""
+    if (rtol is None) != (atol is None):
+        raise ValueError("autotest: give both rtol and atol, or neither")
+
+    def register(fn: SpecFn) -> SpecFn:
+        family = fn.__module__.rsplit(".", 1)[-1]
+        spec = Spec(name=name or f"{family}.{fn.__name__}", fn=fn, n=n, rtol=rtol, atol=atol,
+                    backward=backward, raises=raises, ops=tuple(ops))
+        _REGISTRY[spec.name] = spec
+        fn.spec = spec  # type: ignore[attr-defined]
+        return fn
+
+    return register
+
+
+def load_library() -> None:
+    """Import every module of ``checks.library`` so their specs register."""
+    from . import library
+
+    for info in pkgutil.iter_modules(library.__path__):
+        importlib.import_module(f"{library.__name__}.{info.name}")
+
+
+def load_file(path: Path) -> list[Spec]:
+    """Import a spec file from a repository (a path, not an installed module)."""
+    before = set(_REGISTRY)
+    module_name = f"alignbot_user_specs.{path.stem}"
+    loader_spec = importlib.util.spec_from_file_location(module_name, path)
+    if loader_spec is None or loader_spec.loader is None:
+        raise ValueError(f"cannot load spec file {path}")
+    module = importlib.util.module_from_spec(loader_spec)
+    sys.modules[module_name] = module
+    loader_spec.loader.exec_module(module)
+    return [_REGISTRY[k] for k in sorted(set(_REGISTRY) - before)]
+
+
+def all_specs() -> list[Spec]:
+    return [_REGISTRY[k] for k in sorted(_REGISTRY)]
+
+
+def select(patterns: Iterable[str] | None) -> list[Spec]:
+    pats = [p for p in (patterns or []) if p]
+    specs = all_specs()
+    return [s for s in specs if s.matches(pats)] if pats else specs

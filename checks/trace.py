@@ -1,0 +1,341 @@
+"""The ``torch`` proxy a spec runs against: each call runs on the reference at once and is
+recorded as a Program node together with everything it lets us observe."""
+
+from __future__ import annotations
+
+import math
+import types
+from collections.abc import Callable
+from typing import Any
+
+from .dsl import NOTHING, DrawContext, Generator, resolve
+from .runtime.replay import (
+    Hooks,
+    bind_result,
+    module_tensors,
+    observe_finals,
+    observe_result,
+    run_backward,
+    run_node,
+)
+from .runtime.values import encode_array, is_tensor, observe_error, to_numpy
+
+# Tensor attributes read as plain Python values (control flow), not recorded as calls.
+PLAIN_ATTRS = frozenset({"shape", "dtype", "ndim", "device", "requires_grad", "is_leaf",
+                         "layout", "is_cuda", "is_sparse", "is_quantized", "is_meta"})
+INPLACE_DUNDERS = frozenset({"__setitem__", "__iadd__", "__isub__", "__imul__", "__itruediv__",
+                             "__ifloordiv__", "__imod__", "__ipow__", "__iand__", "__ior__",
+                             "__ixor__", "__ilshift__", "__irshift__", "__imatmul__"})
+
+
+class SpecError(Exception):
+    """The spec itself misbehaved on the reference (not a torch call raising)."""
+
+
+def is_inplace(op: str, name: str, kwargs: dict[str, Any]) -> bool:
+    if op == "method" and name in INPLACE_DUNDERS:
+        return True
+    if op == "method" and name.endswith("_") and not name.startswith("__"):
+        return True
+    return op == "call" and kwargs.get("inplace") is True
+
+
+class Tracer:
+    """Holds one draw: the Program's nodes, the reference's values and its observations."""
+
+    def __init__(self, torch: Any, ctx: DrawContext) -> None:
+        self.torch = torch
+        self.ctx = ctx
+        self.nodes: list[dict[str, Any]] = []
+        self.values: dict[str, Any] = {}
+        self.observations: dict[str, dict[str, Any]] = {}
+        self.raised: BaseException | None = None
+        self.hooks = Hooks()
+        ctx.tracer = self
+
+    def _new_id(self) -> str:
+        return f"v{len(self.nodes)}"
+
+    def input(self, shape: list[int], dtype: str, recipe: dict[str, Any],
+              requires_grad: bool) -> TensorProxy:
+        node: dict[str, Any] = {"id": self._new_id(), "op": "input", "dtype": dtype,
+                                "shape": list(shape), "recipe": recipe,
+                                "requires_grad": requires_grad}
+        self.nodes.append(node)
+        tensor = run_node(self.torch, node, self.values, self.hooks)
+        bind_result(self.torch, node["id"], tensor, self.values)
+        self.observations.update(observe_result(self.torch, node, tensor, self.values))
+        return TensorProxy(self, node["id"])
+
+    def record(self, op: str, target: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+               name: str | None = None, module_path: str | None = None) -> Any:
+        enc_args = [self.encode(a) for a in args]
+        enc_kwargs = {k: self.encode(v) for k, v in kwargs.items() if resolve(v) is not NOTHING}
+        node: dict[str, Any] = {"id": self._new_id(), "op": op, "target": target,
+                                "args": enc_args, "kwargs": enc_kwargs}
+        if name is not None:
+            node["name"] = name
+        if is_inplace(op, name or "", enc_kwargs):
+            node["inplace"] = True
+        self.nodes.append(node)
+        try:
+            result = run_node(self.torch, node, self.values, self.hooks)
+        except Exception as exc:
+            node["raises"] = True
+            self.observations[node["id"]] = observe_error(exc)
+            self.raised = exc
+            raise
+        if op == "module":
+            node["state"] = {k: encode_array(to_numpy(self.torch, t)[1])
+                             for k, t in module_tensors(result).items()}
+        bind_result(self.torch, node["id"], result, self.values)
+        self.observations.update(observe_result(self.torch, node, result, self.values))
+        return self.wrap(node["id"], result, module_path or target)
+
+    def wrap(self, value_id: str, result: Any, module_path: str) -> Any:
+        if is_tensor(self.torch, result):
+            return TensorProxy(self, value_id)
+        if isinstance(result, self.torch.nn.Module):
+            return ModuleProxy(self, value_id, module_path)
+        if isinstance(result, (tuple, list)) and any(is_tensor(self.torch, r) for r in result):
+            items = [self.wrap(f"{value_id}.{i}", r, module_path) for i, r in enumerate(result)]
+            if hasattr(result, "_fields"):
+                return _named_tuple(type(result).__name__, result._fields)(*items)
+            return type(result)(items) if isinstance(result, list) else tuple(items)
+        return result
+
+    def encode(self, value: Any) -> Any:
+        value = resolve(value)
+        if isinstance(value, (TensorProxy, ModuleProxy)):
+            return {"ref": value._id}
+        if value is NOTHING:
+            raise SpecError("nothing() can only be passed as a keyword argument")
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            return value if math.isfinite(value) else {"float": repr(value)}
+        if isinstance(value, self.torch.Size):
+            return {"size": [int(v) for v in value]}
+        if isinstance(value, tuple):
+            return {"tuple": [self.encode(v) for v in value]}
+        if isinstance(value, list):
+            return [self.encode(v) for v in value]
+        if isinstance(value, slice):
+            return {"slice": [self.encode(v) for v in (value.start, value.stop, value.step)]}
+        if value is Ellipsis:
+            return {"ellipsis": True}
+        if isinstance(value, self.torch.dtype):
+            return {"dtype": str(value).rsplit(".", 1)[-1]}
+        if isinstance(value, self.torch.device):
+            return {"device": str(value)}
+        if isinstance(value, (self.torch.memory_format, self.torch.layout)):
+            return {"attr": str(value)}
+        if isinstance(value, dict):
+            return {"dict": {str(k): self.encode(v) for k, v in value.items()}}
+        if is_tensor(self.torch, value):
+            raise SpecError("a real tensor reached a call: make tensors with random_tensor() or "
+                            "through the torch the spec receives")
+        raise SpecError(f"unsupported argument of type {type(value).__name__}: {value!r:.80}")
+
+    def finish(self, outputs: Any, backward: bool, seed: int) -> dict[str, Any] | None:
+        """Observe the end state and run the reference's backward; returns the backward plan."""
+        self.observations.update(observe_finals(self.torch, {"nodes": self.nodes}, self.values))
+        if not backward or self.raised is not None:
+            return None
+        out_ids = [p._id for p in _flatten(outputs) if isinstance(p, TensorProxy)
+                   and self._differentiable(self.values[p._id])]
+        if not out_ids:
+            return None
+        plan = {"outputs": out_ids,
+                "seeds": [{"kind": "uniform", "low": -1.0, "high": 1.0, "seed": seed + 1 + i}
+                          for i in range(len(out_ids))],
+                "wrt": self._grad_targets()}
+        if not plan["wrt"]:
+            return None
+        try:
+            self.observations.update(run_backward(self.torch, {"backward": plan}, self.values))
+        except Exception as exc:
+            self.observations["backward"] = observe_error(exc)
+        return plan
+
+    def _differentiable(self, value: Any) -> bool:
+        return (is_tensor(self.torch, value) and value.requires_grad
+                and (value.is_floating_point() or value.is_complex()))
+
+    def _grad_targets(self) -> list[str]:
+        targets: list[str] = []
+        for node in self.nodes:
+            if node.get("raises"):
+                continue
+            if node["op"] == "module":
+                module = self.values[node["id"]]
+                targets.extend(f"{node['id']}:{name}" for name, p in module.named_parameters()
+                               if p.requires_grad)
+                continue
+            ids = [node["id"]] + [k for k in self.values if k.startswith(node["id"] + ".")]
+            targets.extend(i for i in ids if self._differentiable(self.values.get(i)))
+        return targets
+
+
+def _flatten(value: Any) -> list[Any]:
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in _flatten(item)]
+    if isinstance(value, dict):
+        return [leaf for item in value.values() for leaf in _flatten(item)]
+    return [value]
+
+
+_NAMED: dict[tuple[str, tuple[str, ...]], type] = {}
+
+
+def _named_tuple(name: str, fields: tuple[str, ...]) -> type:
+    from collections import namedtuple
+
+    key = (name, tuple(fields))
+    if key not in _NAMED:
+        _NAMED[key] = namedtuple(name, fields)
+    return _NAMED[key]
+
+
+class TorchProxy:
+    """``torch`` and its submodules as the spec sees them."""
+
+    def __init__(self, tracer: Tracer, path: str, obj: Any) -> None:
+        self._tracer, self._path, self._obj = tracer, path, obj
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._obj, name)
+        path = f"{self._path}.{name}"
+        torch = self._tracer.torch
+        if isinstance(real, types.ModuleType):
+            return TorchProxy(self._tracer, path, real)
+        if isinstance(real, type) and issubclass(real, torch.nn.Module):
+            return ModuleClassProxy(self._tracer, path)
+        if isinstance(real, (torch.dtype, torch.device)) or not callable(real):
+            return real
+        return FunctionProxy(self._tracer, path)
+
+    def __repr__(self) -> str:
+        return f"<alignbot proxy {self._path}>"
+
+
+class FunctionProxy:
+    def __init__(self, tracer: Tracer, path: str) -> None:
+        self._tracer, self._path = tracer, path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tracer.record("call", self._path, args, kwargs)
+
+
+class ModuleClassProxy:
+    def __init__(self, tracer: Tracer, path: str) -> None:
+        self._tracer, self._path = tracer, path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tracer.record("module", self._path, args, kwargs)
+
+
+class ModuleProxy:
+    """A module built on the reference; calls and attribute reads are recorded."""
+
+    def __init__(self, tracer: Tracer, value_id: str, path: str) -> None:
+        self._tracer, self._id, self._path = tracer, value_id, path
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._tracer.record("invoke", self._path, (self, *args), kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        real = getattr(self._tracer.values[self._id], name)
+        target = f"{self._path}.{name}"
+        if is_tensor(self._tracer.torch, real):
+            return self._tracer.record("getattr", target, (self,), {}, name=name)
+        if callable(real):
+            return _BoundMethod(self._tracer, self, name, target)
+        return real
+
+
+class _BoundMethod:
+    def __init__(self, tracer: Tracer, owner: Any, name: str, target: str) -> None:
+        self._tracer, self._owner, self._name, self._target = tracer, owner, name, target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        path = self._owner._path if isinstance(self._owner, ModuleProxy) else "torch.Tensor"
+        return self._tracer.record("method", self._target, (self._owner, *args), kwargs,
+                                   name=self._name, module_path=path)
+
+
+class TensorProxy:
+    """A reference tensor inside a spec. Methods, operators and tensor-valued properties are
+    recorded; ``shape``/``dtype``/``ndim`` and friends are plain values for control flow."""
+
+    __hash__ = object.__hash__
+
+    def __init__(self, tracer: Tracer, value_id: str) -> None:
+        self._tracer, self._id = tracer, value_id
+
+    @property
+    def _real(self) -> Any:
+        return self._tracer.values[self._id]
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        real = getattr(self._real, name)
+        if name in PLAIN_ATTRS:
+            return real
+        target = f"torch.Tensor.{name}"
+        if callable(real):
+            return _BoundMethod(self._tracer, self, name, target)
+        if is_tensor(self._tracer.torch, real):
+            return self._tracer.record("getattr", target, (self,), {}, name=name)
+        return real
+
+    def _method(self, name: str, *args: Any) -> Any:
+        return self._tracer.record("method", f"torch.Tensor.{name}", (self, *args), {},
+                                   name=name)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._method("__setitem__", key, value)
+
+    def __bool__(self) -> bool:
+        return bool(self._real)
+
+    def __int__(self) -> int:
+        return int(self._real)
+
+    def __float__(self) -> float:
+        return float(self._real)
+
+    def __index__(self) -> int:
+        return int(self._real)
+
+    def __len__(self) -> int:
+        return len(self._real)
+
+    def __iter__(self) -> Any:
+        return (self._method("__getitem__", i) for i in range(len(self)))
+
+    def __repr__(self) -> str:
+        return f"<alignbot tensor {self._id} {tuple(self._real.shape)} {self._real.dtype}>"
+
+
+def _operator(name: str) -> Callable[..., Any]:
+    def method(self: TensorProxy, *args: Any) -> Any:
+        return self._method(name, *args)
+
+    method.__name__ = name
+    return method
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+              "__rmod__", "__matmul__", "__rmatmul__", "__pow__", "__rpow__", "__neg__",
+              "__pos__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__",
+              "__xor__", "__rxor__", "__lshift__", "__rshift__", "__lt__", "__le__", "__gt__",
+              "__ge__", "__eq__", "__ne__", "__getitem__",
+              *sorted(INPLACE_DUNDERS - {"__setitem__"})):
+    setattr(TensorProxy, _name, _operator(_name))
+
+
+def is_proxy(value: Any) -> bool:
+    return isinstance(value, (TensorProxy, ModuleProxy, Generator))

@@ -1,0 +1,46 @@
+"""Shared fixtures: one way to start each kind of candidate, one planted-bug candidate."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from checks import CandidateConfig, CandidateProcess, preset
+from checks.spec import Spec, load_file
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def torch_candidate() -> Iterator[CandidateProcess]:
+    """The reference checked against itself, in its own worker process."""
+    with CandidateProcess(preset("torch")) as candidate:
+        yield candidate
+
+
+@pytest.fixture(scope="session")
+def planted_specs() -> dict[str, Spec]:
+    return {spec.name.rsplit(".", 1)[-1]: spec for spec in load_file(FIXTURES / "planted_specs.py")}
+
+
+@pytest.fixture(scope="session")
+def planted_prelude() -> str:
+    return (FIXTURES / "planted_prelude.py").read_text()
+
+
+@pytest.fixture()
+def make_candidate() -> Iterator[object]:
+    """``make_candidate(prelude, **config)`` starts a worker that is closed after the test."""
+    started: list[CandidateProcess] = []
+
+    def make(prelude: str, **kwargs: object) -> CandidateProcess:
+        process = CandidateProcess(CandidateConfig(name="test", prelude=prelude, **kwargs))  # type: ignore[arg-type]
+        started.append(process)
+        process.start()
+        return process
+
+    yield make
+    for process in started:
+        process.close()

@@ -1,0 +1,149 @@
+"""The engine finds each planted bug with the right kind and op, and nothing else."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checks.engine import check, draw_programs, trace_program
+from checks.findings import Kind
+
+EXPECTED = {
+    "softplus_scaled": (Kind.VALUE, "torch.nn.functional.softplus"),
+    "leaky_relu_kwarg": (Kind.VALUE, "torch.nn.functional.leaky_relu"),
+    "tanh_backward": (Kind.GRAD, "torch.tanh"),
+    "sum_dtype": (Kind.DTYPE, "torch.sum"),
+    "mean_keepdim": (Kind.SHAPE, "torch.Tensor.mean"),
+    "add_inplace": (Kind.STATE, "torch.Tensor.add_"),
+    "conv1d_kernel_too_large": (Kind.REFERENCE_ERROR, "torch.nn.functional.conv1d"),
+    "silu_missing": (Kind.MISSING_API, "torch.nn.functional.silu"),
+    "elu_crash": (Kind.CANDIDATE_CRASH, "torch.nn.functional.elu"),
+    "selu_hang": (Kind.CANDIDATE_TIMEOUT, "torch.nn.functional.selu"),
+}
+UNTOUCHED = ("matmul_clean", "batchnorm_clean", "conv2d_clean")
+
+
+@pytest.fixture(scope="module")
+def planted_run(planted_specs: dict[str, Any], planted_prelude: str) -> Any:
+    from checks import CandidateConfig, CandidateProcess
+
+    config = CandidateConfig(name="planted", prelude=planted_prelude, timeout=3.0)
+    with CandidateProcess(config) as candidate:
+        result = check(list(planted_specs.values()), candidate, seed=7)
+        starts = candidate.starts
+    return result, starts
+
+
+def test_each_planted_bug_is_found_with_kind_and_op(planted_run: Any) -> None:
+    result, _ = planted_run
+    found = {f.spec.rsplit(".", 1)[-1]: (f.kind, f.op) for f in result.findings}
+    for spec, expected in EXPECTED.items():
+        assert found.get(spec) == expected, f"{spec}: {found.get(spec)} != {expected}"
+
+
+def test_untouched_ops_stay_silent(planted_run: Any) -> None:
+    result, _ = planted_run
+    noisy = [f for f in result.findings if f.spec.rsplit(".", 1)[-1] in UNTOUCHED]
+    assert noisy == []
+    assert len(result.findings) == len(EXPECTED)
+
+
+def test_crash_and_hang_restart_the_worker_and_the_run_goes_on(planted_run: Any) -> None:
+    result, starts = planted_run
+    crash = next(f for f in result.findings if f.kind is Kind.CANDIDATE_CRASH)
+    hang = next(f for f in result.findings if f.kind is Kind.CANDIDATE_TIMEOUT)
+    assert "SIGABRT" in crash.message
+    assert "3 s" in hang.message
+    # one start, plus one per crashed or hung program
+    assert starts == 1 + crash.count + hang.count
+    assert len(result.specs_run) == len(EXPECTED) + len(UNTOUCHED)
+
+
+def test_findings_with_one_fingerprint_are_merged_with_a_count(planted_run: Any) -> None:
+    result, _ = planted_run
+    prints = [f.fingerprint for f in result.findings]
+    assert len(prints) == len(set(prints))
+    softplus = next(f for f in result.findings if f.op.endswith("softplus"))
+    assert softplus.count == 6  # every draw of the spec hits the bug
+
+
+def test_grad_mismatch_message_names_the_gradient(planted_run: Any) -> None:
+    result, _ = planted_run
+    grad = next(f for f in result.findings if f.kind is Kind.GRAD)
+    assert grad.key.startswith("grad:")
+    assert "greatest absolute difference" in grad.message
+
+
+def test_reference_exception_is_aligned_not_skipped(planted_specs: dict[str, Any],
+                                                    torch_candidate: Any) -> None:
+    # The reference rejects the too-large kernel and so does an honest candidate: no finding,
+    # but the program is compared (not skipped) and records the raising call.
+    spec = planted_specs["conv1d_kernel_too_large"]
+    result = check([spec], torch_candidate, seed=3)
+    assert result.findings == []
+    assert result.programs_run == spec.n
+    programs: list[Any] = []
+    draw_programs(spec, 2, 3, lambda program, ref: programs.append((program, ref)))
+    program, ref = programs[0]
+    assert program["nodes"][-1]["raises"] is True
+    assert ref[program["nodes"][-1]["id"]]["t"] == "error"
+
+
+def test_self_check_on_planted_specs_is_clean(planted_specs: dict[str, Any],
+                                              torch_candidate: Any) -> None:
+    specs = [s for name, s in planted_specs.items() if name not in ("selu_hang",)]
+    result = check(specs, torch_candidate, seed=11)
+    assert result.findings == []
+    assert result.programs_run >= 40
+
+
+def test_non_default_tolerance_changes_the_outcome(make_candidate: Any) -> None:
+    from checks.spec import Spec
+
+    def spec_fn(torch: Any) -> Any:
+        from checks import random_tensor
+
+        return torch.exp(random_tensor(ndim=1, low=0.5, high=1.0))
+
+    prelude = ("import torch\n_exp = torch.exp\n"
+               "torch.exp = lambda x: _exp(x) * (1 + 1e-4)\n")
+    candidate = make_candidate(prelude)
+    strict = Spec(name="tol.strict", fn=spec_fn, n=3)
+    loose = Spec(name="tol.loose", fn=spec_fn, n=3, rtol=1e-3, atol=1e-5)
+    assert [f.kind for f in check([strict], candidate, seed=1).findings] == [Kind.VALUE]
+    assert check([loose], candidate, seed=1).findings == []
+
+
+def test_trace_records_module_weights_for_the_candidate(planted_specs: dict[str, Any]) -> None:
+    programs: list[Any] = []
+    draw_programs(planted_specs["conv2d_clean"], 1, 5, lambda p, r: programs.append(p))
+    module = next(n for n in programs[0]["nodes"] if n["op"] == "module")
+    assert set(module["state"]) == {"weight", "bias"}
+
+
+def test_a_spec_bug_is_a_spec_error_not_a_finding() -> None:
+    from checks.spec import Spec
+    from checks.trace import SpecError
+
+    def broken(torch: Any) -> Any:
+        from checks import random_tensor
+
+        x = random_tensor(ndim=1)
+        return x.relu() + undefined_name  # type: ignore[name-defined]  # noqa: F821
+
+    with pytest.raises(SpecError, match="NameError"):
+        draw_programs(Spec(name="t.broken", fn=broken, n=2), 2, 0, lambda p, r: None)
+
+
+def test_program_is_json_serialisable_and_replayable(planted_specs: dict[str, Any]) -> None:
+    import json
+
+    from checks.dsl import DrawContext
+
+    programs: list[Any] = []
+    spec = planted_specs["batchnorm_clean"]
+    draw_programs(spec, 3, 2, lambda p, r: programs.append((p, r)))
+    for program, _ in programs:
+        again, _ = trace_program(spec, DrawContext(choices=program["choices"]))
+        assert json.dumps(again, sort_keys=True) == json.dumps(program, sort_keys=True)
