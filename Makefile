@@ -17,8 +17,8 @@ lint: $(STAMP)
 	$(BIN)/ruff check checks tests benchmarks examples
 	$(BIN)/mypy
 
-test: lint
-	$(BIN)/pytest -q
+test: lint $(PADDLE_VENV)/.installed
+	ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q
 
 demo: $(STAMP)
 	$(BIN)/python examples/demo.py
@@ -27,4 +27,12 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_overhead.py
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PADDLE_VENV) .pytest_cache .mypy_cache .ruff_cache
+
+# A second, independent interpreter with Paddle (no torch): the real third-party candidate the
+# tests check through --python. Its own venv, as a framework team would have it.
+PADDLE_VENV ?= .venv-paddle
+$(PADDLE_VENV)/.installed:
+	test -x $(PADDLE_VENV)/bin/python || $(PYTHON) -m venv $(PADDLE_VENV)
+	$(PADDLE_VENV)/bin/python -m pip install --quiet paddlepaddle==3.3.1
+	touch $@

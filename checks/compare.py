@@ -124,7 +124,8 @@ def _close(expected: np.ndarray, actual: np.ndarray, rtol: float, atol: float
     with np.errstate(invalid="ignore", over="ignore"):
         diff = np.abs(exp - act)
         same_inf = np.isinf(exp) & (exp == act)
-        bad = ~(both_nan | same_inf | (diff <= atol + rtol * np.abs(exp)))
+        finite = np.isfinite(exp) & np.isfinite(act)
+        bad = ~(both_nan | same_inf | (finite & (diff <= atol + rtol * np.abs(exp))))
     if not bad.any():
         return None
     diff = np.where(both_nan | same_inf, 0.0, diff)

@@ -62,11 +62,16 @@ def alignbot_wrap(target, fn):
     if isinstance(fn, torch.nn.Module):
         def call_module(*args, **kwargs):
             dtype = _low_dtype(list(args) + list(kwargs.values()))
-            if dtype is not None:
-                fn.to(torch.float64)
-            out = fn(*_up(args), **{k: _up(v) for k, v in kwargs.items()})
-            if dtype is not None:
-                fn.to(dtype)
+            if dtype is None:
+                return fn(*args, **kwargs)
+            tensors = {n: _up(t) for n, t in fn.named_parameters()}
+            buffers = {n: _up(b) for n, b in fn.named_buffers() if b is not None}
+            out = torch.func.functional_call(fn, {**tensors, **buffers}, _up(tuple(args)),
+                                             {k: _up(v) for k, v in kwargs.items()})
+            with torch.no_grad():  # buffers updated in float64 (running stats) go back
+                for name, buf in fn.named_buffers():
+                    if buf is not None and buffers[name] is not buf:
+                        buf.copy_(buffers[name])
             return _down(out, dtype)
         return call_module
     owner = getattr(fn, "__self__", None)

@@ -66,7 +66,6 @@ def load_library() -> None:
 
 def load_file(path: Path) -> list[Spec]:
     """Import a spec file from a repository (a path, not an installed module)."""
-    before = set(_REGISTRY)
     module_name = f"alignbot_user_specs.{path.stem}"
     loader_spec = importlib.util.spec_from_file_location(module_name, path)
     if loader_spec is None or loader_spec.loader is None:
@@ -74,7 +73,7 @@ def load_file(path: Path) -> list[Spec]:
     module = importlib.util.module_from_spec(loader_spec)
     sys.modules[module_name] = module
     loader_spec.loader.exec_module(module)
-    return [_REGISTRY[k] for k in sorted(set(_REGISTRY) - before)]
+    return [spec for name, spec in sorted(_REGISTRY.items()) if spec.fn.__module__ == module_name]
 
 
 def all_specs() -> list[Spec]:

@@ -146,12 +146,13 @@ class Tracer:
                    and self._differentiable(self.values[p._id])]
         if not out_ids:
             return None
+        leaves, intermediates = self._grad_targets()
+        if not leaves and not intermediates:
+            return None
         plan = {"outputs": out_ids,
                 "seeds": [{"kind": "uniform", "low": -1.0, "high": 1.0, "seed": seed + 1 + i}
                           for i in range(len(out_ids))],
-                "wrt": self._grad_targets()}
-        if not plan["wrt"]:
-            return None
+                "wrt": leaves or intermediates, "intermediates": intermediates if leaves else []}
         try:
             self.observations.update(run_backward(self.torch, {"backward": plan}, self.values))
         except Exception as exc:
@@ -162,19 +163,30 @@ class Tracer:
         return (is_tensor(self.torch, value) and value.requires_grad
                 and (value.is_floating_point() or value.is_complex()))
 
-    def _grad_targets(self) -> list[str]:
-        targets: list[str] = []
+    def _grad_targets(self) -> tuple[list[str], list[str]]:
+        """Leaves (inputs, module parameters) and intermediates to take gradients of; each
+        tensor once, whatever number of ids it has (``y.add_()`` returns ``y``)."""
+        leaves: list[str] = []
+        intermediates: list[str] = []
+        seen: set[int] = set()
+
+        def take(key: str, value: Any, into: list[str]) -> None:
+            if self._differentiable(value) and id(value) not in seen:
+                seen.add(id(value))
+                into.append(key)
+
         for node in self.nodes:
             if node.get("raises"):
                 continue
             if node["op"] == "module":
-                module = self.values[node["id"]]
-                targets.extend(f"{node['id']}:{name}" for name, p in module.named_parameters()
-                               if p.requires_grad)
+                for name, param in self.values[node["id"]].named_parameters():
+                    take(f"{node['id']}:{name}", param, leaves)
                 continue
+            into = leaves if node["op"] == "input" else intermediates
             ids = [node["id"]] + [k for k in self.values if k.startswith(node["id"] + ".")]
-            targets.extend(i for i in ids if self._differentiable(self.values.get(i)))
-        return targets
+            for key in ids:
+                take(key, self.values.get(key), into)
+        return leaves, intermediates
 
 
 def _flatten(value: Any) -> list[Any]:

@@ -132,8 +132,6 @@ def observe_result(torch: Any, node: dict[str, Any], result: Any,
     """Observations a node yields once it has run: its result and whatever it mutated."""
     node_id = node["id"]
     out: Observations = {}
-    if node["op"] == "module":
-        return out
     if isinstance(result, (tuple, list)) and any(is_tensor(torch, r) for r in result):
         out[node_id] = {"t": "value", "value": f"sequence of {len(result)}"}
         for index, item in enumerate(result):
@@ -203,14 +201,20 @@ def run_backward(
         arr = make_array(seed, "float64", list(out.shape))
         grad = _from_numpy(torch, arr).to(out.dtype)
         seeds.append(grad.to(device) if device != "cpu" else grad)
-    wrt_keys = list(spec["wrt"])
-    wrt = [_lookup(values, key) for key in wrt_keys]
-    grads = torch.autograd.grad(outputs, wrt, grad_outputs=seeds, allow_unused=True)
+    # Leaves (inputs, parameters) and intermediates are asked for in separate passes: some
+    # candidates stop propagating at an intermediate that is listed as an input of grad().
     result: Observations = {}
-    for key, tensor, grad in zip(wrt_keys, wrt, grads, strict=True):
-        if grad is None:
-            grad = torch.zeros_like(tensor)
-        result[f"grad:{key}"] = observe(torch, grad)
+    groups = [list(spec["wrt"])]
+    if spec.get("intermediates"):
+        groups.append(list(spec["intermediates"]))
+    for number, keys in enumerate(groups):
+        wrt = [_lookup(values, key) for key in keys]
+        grads = torch.autograd.grad(outputs, wrt, grad_outputs=seeds, allow_unused=True,
+                                    retain_graph=number + 1 < len(groups))
+        for key, tensor, grad in zip(keys, wrt, grads, strict=True):
+            if grad is None:
+                grad = torch.zeros_like(tensor)
+            result[f"grad:{key}"] = observe(torch, grad)
     return result
 
 

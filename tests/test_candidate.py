@@ -1,0 +1,121 @@
+"""The worker process: starts from a prelude, survives crashes and hangs, rejects bad setups."""
+
+from __future__ import annotations
+
+import io
+import sys
+from typing import Any
+
+import numpy as np
+import pytest
+
+from checks import CandidateConfig, CandidateProcess, CandidateStartError
+from checks.runtime.wire import WireError, read_message, write_message
+
+PROGRAM = {
+    "version": 1, "spec": "t.relu", "seed": 0, "choices": [],
+    "nodes": [
+        {"id": "v0", "op": "input", "dtype": "float32", "shape": [2, 3],
+         "recipe": {"kind": "uniform", "low": -1.0, "high": 1.0, "seed": 5},
+         "requires_grad": True},
+        {"id": "v1", "op": "call", "target": "torch.nn.functional.relu",
+         "args": [{"ref": "v0"}], "kwargs": {}},
+    ],
+    "backward": {"outputs": ["v1"], "wrt": ["v0"],
+                 "seeds": [{"kind": "uniform", "low": -1.0, "high": 1.0, "seed": 1}]},
+}
+
+
+def test_wire_round_trips_arrays_without_pickle() -> None:
+    stream = io.BytesIO()
+    message = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": [np.int64(3), None],
+               "zero_d": np.array(7, dtype=np.int64)}
+    write_message(stream, message)
+    stream.seek(0)
+    back = read_message(stream)
+    assert back["a"].shape == (2, 3) and back["a"].dtype == np.float32
+    assert back["zero_d"].shape == () and int(back["zero_d"]) == 7
+    assert back["b"] == [3, None]
+    with pytest.raises(WireError):
+        read_message(io.BytesIO(b"\x05\x00"))
+
+
+def test_worker_replays_and_returns_values_and_gradients(torch_candidate: Any) -> None:
+    outcome = torch_candidate.run(PROGRAM)
+    obs = outcome.observations
+    assert obs is not None
+    assert obs["v1"]["shape"] == [2, 3]
+    assert (obs["v1"]["data"] >= 0).all()
+    assert obs["grad:v0"]["shape"] == [2, 3]
+
+
+def test_candidate_prints_do_not_corrupt_the_stream(make_candidate: Any) -> None:
+    prelude = "import torch\nprint('hello from the candidate')\n" \
+              "_relu = torch.nn.functional.relu\n" \
+              "def relu(x):\n    print('noisy kernel')\n    return _relu(x)\n" \
+              "torch.nn.functional.relu = relu\n"
+    outcome = make_candidate(prelude).run(PROGRAM)
+    assert outcome.observations is not None and "v1" in outcome.observations
+
+
+def test_crash_is_reported_with_the_running_node_and_the_worker_restarts(
+        make_candidate: Any) -> None:
+    prelude = "import os, torch\ntorch.nn.functional.relu = lambda x: os.abort()\n"
+    candidate = make_candidate(prelude)
+    outcome = candidate.run(PROGRAM)
+    assert outcome.died == "crash" and outcome.node_index == 1
+    assert "SIGABRT" in outcome.detail
+    again = candidate.run(PROGRAM)
+    assert again.died == "crash"
+    assert candidate.starts == 2
+
+
+def test_segfault_is_a_crash(make_candidate: Any) -> None:
+    prelude = ("import ctypes, torch\n"
+               "torch.nn.functional.relu = lambda x: ctypes.string_at(0)\n")
+    outcome = make_candidate(prelude).run(PROGRAM)
+    assert outcome.died == "crash" and "SIGSEGV" in outcome.detail
+
+
+def test_hang_is_killed_at_the_timeout(make_candidate: Any) -> None:
+    prelude = "import time, torch\ntorch.nn.functional.relu = lambda x: time.sleep(600)\n"
+    candidate = make_candidate(prelude, timeout=1.0)
+    outcome = candidate.run(PROGRAM)
+    assert outcome.died == "timeout" and outcome.node_index == 1
+
+
+def test_per_op_override_replaces_one_api(make_candidate: Any, tmp_path: Any,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "myops.py").write_text("import torch\ndef relu(x):\n    return x.abs()\n")
+    env = {"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"}
+    candidate = make_candidate("import torch\n", env=env,
+                               overrides={"torch.nn.functional.relu": "myops:relu"})
+    obs = candidate.run(PROGRAM).observations
+    assert obs is not None and (obs["v1"]["data"] > 0).all()
+
+
+def test_prelude_that_raises_is_a_start_error() -> None:
+    with pytest.raises(CandidateStartError, match="ZeroDivisionError"):
+        CandidateProcess(CandidateConfig("bad", "1/0")).start()
+
+
+def test_prelude_must_bind_torch() -> None:
+    with pytest.raises(CandidateStartError, match="did not bind the name 'torch'"):
+        CandidateProcess(CandidateConfig("bad", "import math")).start()
+
+
+def test_missing_interpreter_is_a_start_error() -> None:
+    with pytest.raises(CandidateStartError, match="cannot start"):
+        CandidateProcess(CandidateConfig("bad", "import torch",
+                                         python="/no/such/python")).start()
+
+
+def test_worker_that_exits_during_start_is_a_start_error() -> None:
+    with pytest.raises(CandidateStartError, match="exited while starting"):
+        CandidateProcess(CandidateConfig("bad", "import os\nos._exit(3)")).start()
+
+
+def test_worker_runs_in_the_interpreter_it_is_given() -> None:
+    config = CandidateConfig("self", "import torch, sys\n", python=sys.executable)
+    with CandidateProcess(config) as candidate:
+        assert candidate.version.startswith("2.")

@@ -1,0 +1,76 @@
+"""Comparison: attributes before values, torch.testing's tolerance table, NaN equals NaN."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from checks.compare import TOLERANCES, compare, tolerance
+
+
+def _t(data: object, dtype: str = "float32") -> dict[str, object]:
+    arr = np.asarray(data, dtype=np.float32 if dtype == "bfloat16" else dtype)
+    return {"t": "tensor", "dtype": dtype, "shape": list(arr.shape), "data": arr}
+
+
+def test_table_matches_torch_testing_defaults() -> None:
+    import torch.testing._comparison as reference
+
+    for dtype, (rtol, atol) in TOLERANCES.items():
+        torch_dtype = getattr(__import__("torch"), dtype)
+        assert reference.default_tolerances(torch_dtype) == (rtol, atol)
+
+
+def test_shape_is_checked_before_values() -> None:
+    mismatch = compare(_t([1.0, 2.0]), _t([[1.0, 2.0]]))
+    assert mismatch is not None and mismatch.aspect == "shape"
+
+
+def test_dtype_is_checked_before_values() -> None:
+    mismatch = compare(_t([1.0], "float32"), _t([1.0], "float64"))
+    assert mismatch is not None and mismatch.aspect == "dtype"
+
+
+def test_within_tolerance_passes_and_beyond_fails_with_figures() -> None:
+    assert compare(_t([1.0]), _t([1.0 + 1e-6])) is None
+    mismatch = compare(_t([1.0, 2.0, 3.0, 4.0]), _t([1.0, 2.0, 3.5, 4.0]))
+    assert mismatch is not None and mismatch.aspect == "value"
+    assert "1 / 4 (25.0%)" in mismatch.message
+    assert mismatch.max_abs == 0.5
+    assert "index (2,)" in mismatch.message
+
+
+def test_nan_equals_nan_and_infinities_must_match() -> None:
+    assert compare(_t([np.nan, np.inf]), _t([np.nan, np.inf])) is None
+    assert compare(_t([np.inf]), _t([-np.inf])) is not None
+    assert compare(_t([1.0]), _t([np.nan])) is not None
+
+
+def test_integers_and_bools_compare_exactly() -> None:
+    assert tolerance("int64") == (0.0, 0.0)
+    assert compare(_t([1, 2], "int64"), _t([1, 3], "int64")) is not None
+    assert compare(_t([True], "bool"), _t([True], "bool")) is None
+    zero_d = compare(_t(1, "int64"), _t(0, "int64"))
+    assert zero_d is not None and "index ()" in zero_d.message
+
+
+def test_explicit_tolerances_override_the_table() -> None:
+    assert compare(_t([1.0]), _t([1.001])) is not None
+    assert compare(_t([1.0]), _t([1.001]), rtol=1e-2, atol=0.0) is None
+
+
+def test_errors_are_aligned_not_compared_by_text() -> None:
+    ref_err = {"t": "error", "type": "RuntimeError", "message": "a", "missing_api": False}
+    cand_err = {"t": "error", "type": "ValueError", "message": "b", "missing_api": False}
+    assert compare(ref_err, cand_err) is None
+    one = compare(ref_err, _t([1.0]))
+    assert one is not None and one.aspect == "reference-error"
+    other = compare(_t([1.0]), cand_err)
+    assert other is not None and other.aspect == "candidate-error"
+    missing = compare(_t([1.0]), {**cand_err, "missing_api": True})
+    assert missing is not None and missing.aspect == "missing-api"
+
+
+def test_plain_values_compare_by_equality_and_floats_by_closeness() -> None:
+    assert compare({"t": "value", "value": [2, 3]}, {"t": "value", "value": [2, 3]}) is None
+    assert compare({"t": "value", "value": [2, 3]}, {"t": "value", "value": [3, 2]}) is not None
+    assert compare({"t": "value", "value": 1.0}, {"t": "value", "value": 1.0 + 1e-9}) is None

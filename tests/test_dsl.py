@@ -1,0 +1,134 @@
+"""Generators: memoised per draw, replayable from recorded choices, bounded as documented."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checks import constant, nothing, oneof, random, random_bool, random_dtype, random_tensor
+from checks.dsl import NOTHING, DrawContext, DslError
+from checks.engine import draw_programs, trace_program
+from checks.spec import Spec
+
+
+def _draw(gen: Any, choices: list[int | float]) -> Any:
+    with DrawContext(choices=choices) as ctx:
+        return gen.resolve(), ctx
+
+
+def test_one_generator_yields_one_value_per_draw() -> None:
+    c = random(1, 100)
+    with DrawContext(choices=[42, 7]):
+        assert c.resolve() == 42
+        assert c.resolve() == 42
+        assert int(c) == 42
+
+
+def test_integer_high_bound_is_excluded_and_choices_are_clamped() -> None:
+    assert _draw(random(1, 6), [99])[0] == 5
+    assert _draw(random(1, 6), [-3])[0] == 1
+    with pytest.raises(DslError, match="empty"):
+        _draw(random(3, 3), [0])
+
+
+def test_float_and_bool_and_oneof_and_constant() -> None:
+    value, _ = _draw(random(0.5, 2.0), [1.25])
+    assert value == 1.25
+    assert _draw(random_bool(), [1])[0] is True
+    assert _draw(oneof("a", "b", "c"), [2])[0] == "c"
+    assert _draw(constant(3), [])[0] == 3
+    assert _draw(nothing(), [])[0] is NOTHING
+    assert _draw(random(1, 3) | nothing(), [1])[0] is NOTHING
+
+
+def test_random_dtype_gives_reference_dtypes() -> None:
+    import torch
+
+    assert _draw(random_dtype("float32", "float64"), [1])[0] is torch.float64
+
+
+def test_resolving_outside_a_draw_is_an_error() -> None:
+    with pytest.raises(DslError, match="outside"):
+        random(1, 3).resolve()
+
+
+def test_random_tensor_validates_its_arguments() -> None:
+    with pytest.raises(DslError, match="special"):
+        random_tensor(specials=["bogus"])
+    with pytest.raises(DslError, match="dim2"):
+        random_tensor(ndim=2, dim2=3)
+
+
+def _spec(fn: Any, n: int = 5) -> Spec:
+    return Spec(name=f"dsl.{fn.__name__}", fn=fn, n=n)
+
+
+def test_shared_generator_sizes_module_and_tensor_alike() -> None:
+    def linear(torch: Any) -> Any:
+        features = random(1, 6)
+        layer = torch.nn.Linear(features, 3)
+        return layer(random_tensor(ndim=2, dim1=features))
+
+    programs: list[Any] = []
+    draw_programs(_spec(linear), 10, 0, lambda p, r: programs.append(p))
+    for program in programs:
+        module = program["nodes"][0]
+        tensor = program["nodes"][1]
+        assert module["args"][0] == tensor["shape"][1]
+
+
+def test_nothing_leaves_the_keyword_out() -> None:
+    def softplus(torch: Any) -> Any:
+        return torch.nn.functional.softplus(random_tensor(ndim=1), beta=nothing())
+
+    programs: list[Any] = []
+    draw_programs(_spec(softplus), 2, 0, lambda p, r: programs.append(p))
+    assert all(p["nodes"][-1]["kwargs"] == {} for p in programs)
+
+
+def test_tensor_values_come_from_a_recipe_not_elementwise_choices() -> None:
+    def big(torch: Any) -> Any:
+        return random_tensor(shape=[64, 64]).sum()
+
+    programs: list[Any] = []
+    draw_programs(_spec(big), 3, 0, lambda p, r: programs.append(p))
+    for program in programs:
+        assert len(program["choices"]) < 10
+        assert program["nodes"][0]["recipe"]["kind"] == "uniform"
+
+
+def test_same_seed_same_programs_other_seed_other_programs() -> None:
+    def spec(torch: Any) -> Any:
+        return torch.nn.functional.gelu(random_tensor(), approximate=oneof("none", "tanh"))
+
+    def collect(seed: int) -> list[Any]:
+        out: list[Any] = []
+        draw_programs(_spec(spec, 8), 8, seed, lambda p, r: out.append(p))
+        return out
+
+    assert collect(4) == collect(4)
+    assert collect(4) != collect(5)
+
+
+def test_special_values_appear_when_allowed() -> None:
+    def spec(torch: Any) -> Any:
+        return random_tensor(ndim=1, specials=["nonfinite"]).exp()
+
+    programs: list[Any] = []
+    draw_programs(_spec(spec, 60), 60, 1, lambda p, r: programs.append(p))
+    recipes = [p["nodes"][0]["recipe"] for p in programs]
+    assert any(r.get("specials") == ["inf", "-inf", "nan"] for r in recipes)
+    assert any("specials" not in r for r in recipes)
+
+
+def test_program_redrawn_from_its_choices_is_identical() -> None:
+    def spec(torch: Any) -> Any:
+        x = random_tensor(ndim=3)
+        return x.sum(dim=random(0, 3), keepdim=random_bool())
+
+    programs: list[Any] = []
+    draw_programs(_spec(spec), 5, 9, lambda p, r: programs.append(p))
+    for program in programs:
+        again, _ = trace_program(_spec(spec), DrawContext(choices=program["choices"]))
+        assert again == program

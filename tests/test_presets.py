@@ -1,0 +1,52 @@
+"""Built-in candidates agree with the reference on specs they have no reason to disagree on."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from checks import CandidateProcess, preset
+from checks.engine import check
+from checks.presets import PRESETS, UnknownPreset
+
+SAFE = ("matmul_clean", "batchnorm_clean", "conv2d_clean", "softplus_scaled", "tanh_backward",
+        "sum_dtype", "mean_keepdim", "add_inplace", "leaky_relu_kwarg")
+
+
+def _specs(planted_specs: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
+    return [planted_specs[name] for name in names]
+
+
+@pytest.mark.parametrize("name", ["torch-no-mkldnn", "torch-float64"])
+def test_preset_agrees_with_the_reference(name: str, planted_specs: dict[str, Any]) -> None:
+    with CandidateProcess(preset(name)) as candidate:
+        result = check(_specs(planted_specs, SAFE), candidate, seed=2)
+    assert result.findings == []
+    assert result.programs_run > 40
+
+
+def test_float64_preset_really_computes_in_float64(make_candidate: Any) -> None:
+    # 1e8 + 1 - 1e8 is 0 in float32 and 1 in float64.
+    from checks.spec import Spec
+
+    def spec(torch: Any) -> Any:
+        return torch.tensor([1e8, 1.0, -1e8]).sum()
+
+    candidate = make_candidate(PRESETS["torch-float64"])
+    findings = check([Spec(name="f64.sum", fn=spec, n=1)], candidate, seed=0).findings
+    assert [(f.kind.value, f.op) for f in findings] == [("value-mismatch", "torch.Tensor.sum")]
+
+
+@pytest.mark.slow
+def test_compile_preset_agrees_on_a_few_ops(planted_specs: dict[str, Any]) -> None:
+    with CandidateProcess(preset("torch-compile", timeout=300)) as candidate:
+        result = check(_specs(planted_specs, ("matmul_clean", "softplus_scaled",
+                                              "add_inplace")), candidate, seed=1, n=2)
+    assert result.findings == []
+    assert result.programs_run == 6
+
+
+def test_unknown_preset_names_the_choices() -> None:
+    with pytest.raises(UnknownPreset, match="torch-compile"):
+        preset("oneflow")
