@@ -3,19 +3,25 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import re
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .dsl import DslError
 from .engine import check
+from .minimize import MinimizeOptions, minimize_all
 from .presets import PRESETS, UnknownPreset, preset
 from .progress import Progress
 from .spec import Spec, load_file, load_library, select
 from .trace import SpecError
+from .upstream import DEFAULT_TRACKER
+
+TRACKER = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
 
 class UsageError(Exception):
@@ -54,7 +60,29 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--markdown", type=Path, metavar="FILE",
                      help="write the Markdown report here")
     chk.add_argument("--no-progress", action="store_true")
+    chk.add_argument("--no-minimize", action="store_true",
+                     help="report findings as drawn: no shrinking, repro scripts or triage")
+    chk.add_argument("--shrink-calls", type=int, default=300, metavar="N",
+                     help="oracle calls allowed per finding for shrinking (default 300)")
+    chk.add_argument("--shrink-seconds", type=float, default=20.0, metavar="S",
+                     help="seconds allowed per finding for shrinking (default 20)")
+    chk.add_argument("--third", metavar="CODE", action="append", default=[],
+                     help="prelude of a third framework used as a triage oracle (repeatable)")
+    chk.add_argument("--third-python", metavar="PATH", help="interpreter for --third")
+    chk.add_argument("--tracker", default=DEFAULT_TRACKER, metavar="OWNER/REPO",
+                     help="where upstream drafts are filed (default pytorch/pytorch)")
+    chk.add_argument("--no-timings", action="store_true",
+                     help="leave seconds out of the JSON report (byte-identical reruns)")
     chk.set_defaults(func=cmd_check)
+
+    for name, what in (("repro", "print a finding's repro script"),
+                       ("upstream", "print a finding's upstream issue draft")):
+        sub = commands.add_parser(name, help=what)
+        sub.add_argument("report", type=Path, metavar="REPORT.json")
+        sub.add_argument("fingerprint")
+        sub.add_argument("--reference-only", action="store_true",
+                         help="the PyTorch-alone variant (repro only)")
+        sub.set_defaults(func=cmd_repro if name == "repro" else cmd_upstream)
     return parser
 
 
@@ -107,10 +135,25 @@ def cmd_check(args: argparse.Namespace) -> int:
     config, description = _candidate(args)
     specs = _specs(args)
     progress = Progress(len(specs), enabled=not args.no_progress and sys.stderr.isatty())
-    with CandidateProcess(config) as candidate:
+    if args.shrink_calls < 1 or args.shrink_seconds <= 0:
+        raise UsageError("--shrink-calls and --shrink-seconds must be positive")
+    if not TRACKER.fullmatch(args.tracker):
+        raise UsageError(f"--tracker {args.tracker!r}: expected OWNER/REPO")
+    with contextlib.ExitStack() as stack:
+        candidate = stack.enter_context(CandidateProcess(config))
         result = check(specs, candidate, seed=args.seed, n=args.n, on_spec=progress.update)
         version = candidate.version
-    progress.done()
+        progress.done()
+        if result.findings and not args.no_minimize:
+            thirds = [stack.enter_context(CandidateProcess(CandidateConfig(
+                name=f"third-{i}", prelude=code, python=args.third_python or sys.executable,
+                timeout=args.timeout))) for i, code in enumerate(args.third)]
+            options = MinimizeOptions(args.shrink_calls, args.shrink_seconds, args.tracker,
+                                      thirds)
+            if sys.stderr.isatty() and not args.no_progress:
+                print(f"minimizing {len(result.findings)} findings…", file=sys.stderr)
+            minimize_all(result.findings, specs, candidate, config, options,
+                         timings=not args.no_timings)
     data = reports.to_json(result, description)
     if args.json:
         args.json.write_text(reports.dumps(data))
@@ -121,9 +164,45 @@ def cmd_check(args: argparse.Namespace) -> int:
           f"candidate {config.name} ({version}) against torch {result.reference}: "
           f"{count} finding{'s' if count != 1 else ''}")
     for finding in result.findings:
+        verdict = finding.extra.get("verdict")
         print(f"  {finding.fingerprint}  {finding.kind.value:<18} {finding.op}  "
-              f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}]")
+              f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}"
+              f"{', ' + verdict if verdict else ''}]")
     return 1 if count else 0
+
+
+def _finding(path: Path, fingerprint: str) -> dict[str, Any]:
+    try:
+        data = reports.load(path)
+    except (OSError, ValueError) as exc:
+        raise UsageError(f"cannot read {path}: {exc}") from exc
+    for finding in data["findings"]:
+        if finding.get("fingerprint") == fingerprint:
+            return dict(finding)
+    known = ", ".join(f["fingerprint"] for f in data["findings"]) or "none"
+    raise UsageError(f"no finding {fingerprint!r} in {path} (findings: {known})")
+
+
+def cmd_repro(args: argparse.Namespace) -> int:
+    finding = _finding(args.report, args.fingerprint)
+    key = "repro_reference_only" if args.reference_only else "repro"
+    if not finding.get(key):
+        raise UsageError(f"finding {args.fingerprint} has no {key}: the report was made "
+                         "with --no-minimize")
+    print(finding[key], end="")
+    return 0
+
+
+def cmd_upstream(args: argparse.Namespace) -> int:
+    finding = _finding(args.report, args.fingerprint)
+    if not finding.get("upstream_draft"):
+        verdict = finding.get("verdict") or "not triaged"
+        print(f"alignbot: finding {args.fingerprint} is {verdict}: only reference-suspect "
+              "findings get an upstream draft", file=sys.stderr)
+        return 1
+    print(f"# {finding['upstream_title']}\n\n{finding['upstream_draft']}\n"
+          f"Open it prefilled: {finding['upstream_url']}")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

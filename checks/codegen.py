@@ -1,0 +1,230 @@
+"""Turn a (sliced) Program into Python statements that need only ``torch`` (and NumPy)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from .runtime.values import FLOAT_DTYPES, decode_array, make_array
+
+LITERAL_LIMIT = 64
+BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/",
+          "__floordiv__": "//", "__mod__": "%", "__pow__": "**", "__matmul__": "@",
+          "__and__": "&", "__or__": "|", "__xor__": "^", "__lshift__": "<<",
+          "__rshift__": ">>", "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=",
+          "__eq__": "==", "__ne__": "!="}
+REFLECTED = {f"__r{name[2:]}": op for name, op in BINARY.items()
+             if name not in ("__lt__", "__le__", "__gt__", "__ge__", "__eq__", "__ne__")}
+UNARY = {"__neg__": "-", "__pos__": "+", "__invert__": "~", "__abs__": "abs"}
+INPLACE = {f"__i{name[2:]}": op for name, op in BINARY.items() if name in
+           ("__add__", "__sub__", "__mul__", "__truediv__", "__floordiv__", "__mod__",
+            "__pow__", "__matmul__", "__and__", "__or__", "__xor__")}
+
+
+def number(value: Any, dtype: str) -> str:
+    if dtype == "bool":
+        return "True" if value else "False"
+    if dtype not in FLOAT_DTYPES:
+        return str(int(value))
+    value = float(value)
+    if np.isnan(value):
+        return "nan"
+    if np.isinf(value):
+        return "inf" if value > 0 else "-inf"
+    if dtype in ("float32", "float16", "bfloat16"):
+        text = np.format_float_positional(np.float32(value), unique=True, trim="0")
+    else:
+        text = repr(value)
+    return text
+
+
+def nested(arr: np.ndarray, dtype: str) -> str:
+    if arr.ndim == 0:
+        return number(arr.item(), dtype)
+    return "[" + ", ".join(nested(a, dtype) for a in arr) + "]"
+
+
+def _dtype_kw(dtype: str, default: str = "float32", float_dtype: str | None = None) -> str:
+    if float_dtype is not None and dtype in FLOAT_DTYPES:
+        return f", dtype={float_dtype}"
+    return "" if dtype == default else f", dtype=torch.{dtype}"
+
+
+def _shape_args(shape: list[int]) -> str:
+    return ", ".join(str(d) for d in shape) if shape else ""
+
+
+def tensor_expr(recipe: dict[str, Any], dtype: str, shape: list[int], grad: bool,
+                float_dtype: str | None = None) -> str:
+    """Source for one input tensor: a pattern, a literal, or seeded generation code.
+    ``float_dtype`` names a variable that replaces floating dtypes (the float64 variant)."""
+    kind = recipe["kind"]
+    kw = _dtype_kw(dtype, float_dtype=float_dtype)
+    suffix = ".requires_grad_()" if grad else ""
+    if kind == "pattern":
+        pattern = recipe["pattern"]
+        if pattern in ("zeros", "ones"):
+            return f"torch.{pattern}({_shape_args(shape) or '()'}{kw}){suffix}"
+        size = int(np.prod(shape)) if shape else 1
+        base = f"torch.arange({size}{_dtype_kw(dtype, 'int64', float_dtype)})"
+        if pattern == "arange-centered":
+            base = f"({base} - {size // 2})"
+        return f"{base}.reshape({_shape_args(shape) or '()'}){suffix}"
+    arr = make_array(recipe, dtype, shape)
+    grad_kw = ", requires_grad=True" if grad else ""
+    if kind == "uniform" and arr.size > LITERAL_LIMIT and not recipe.get("specials") \
+            and dtype in FLOAT_DTYPES:
+        gen = (f"np.random.default_rng({recipe['seed']}).uniform({recipe['low']}, "
+               f"{recipe['high']}, {tuple(shape)})")
+        return f"torch.tensor({gen}{_dtype_kw(dtype, 'float64', float_dtype)}{grad_kw})"
+    return f"torch.tensor({nested(arr, dtype)}{kw}{grad_kw})"
+
+
+def literal(value: Any, names: dict[str, str], in_index: bool = False,
+            float_dtype: str | None = None) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(literal(v, names, float_dtype=float_dtype) for v in value) + "]"
+    if not isinstance(value, dict):
+        return repr(value)
+    if "ref" in value:
+        return names[value["ref"]]
+    if "tuple" in value:
+        items = [literal(v, names, in_index) for v in value["tuple"]]
+        if in_index:
+            return ", ".join(items) if len(items) > 1 else items[0] + ","
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if "float" in value:
+        return f"float({value['float']!r})"
+    if "slice" in value:
+        parts = ["" if v is None else literal(v, names) for v in value["slice"]]
+        if in_index:
+            return ":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else "")
+        return "slice(" + ", ".join(p or "None" for p in parts) + ")"
+    if "ellipsis" in value:
+        return "..."
+    if "dtype" in value:
+        if float_dtype is not None and value["dtype"] in FLOAT_DTYPES:
+            return float_dtype
+        return f"torch.{value['dtype']}"
+    if "size" in value:
+        return f"torch.Size({value['size']!r})"
+    if "device" in value:
+        return repr(value["device"])
+    if "attr" in value:
+        return value["attr"]
+    if "dict" in value:
+        pairs = [f"{k!r}: {literal(v, names)}" for k, v in value["dict"].items()]
+        return "{" + ", ".join(pairs) + "}"
+    raise ValueError(f"cannot write literal {value!r}")
+
+
+def _call_args(node: dict[str, Any], names: dict[str, str], skip: int = 0,
+               float_dtype: str | None = None) -> str:
+    args = [literal(a, names, float_dtype=float_dtype) for a in node.get("args", [])[skip:]]
+    args += [f"{k}={literal(v, names, float_dtype=float_dtype)}"
+             for k, v in node.get("kwargs", {}).items()]
+    return ", ".join(args)
+
+
+def statements(program: dict[str, Any], wrap: bool = False,
+               float_dtype: str | None = None) -> Iterator[str]:
+    """One statement per node; names are the node ids (``v0``) and ``m0`` for modules.
+    ``wrap`` routes every call through ``call(name, fn)`` (a prelude's ``alignbot_wrap``);
+    ``float_dtype`` writes floating dtypes as that variable (for the float64 variant)."""
+    fd = float_dtype
+    names: dict[str, str] = {}
+    for node in program["nodes"]:
+        node_id, op = node["id"], node["op"]
+        name = node_id if op != "module" else "m" + node_id[1:]
+        names[node_id] = name
+        if op == "input":
+            expr = tensor_expr(node["recipe"], node["dtype"], node["shape"],
+                               bool(node.get("requires_grad")), fd)
+            yield f"{name} = {expr}"
+        elif op == "module":
+            to = f".to({fd})" if fd else ""
+            yield f"{name} = {node['target']}({_call_args(node, names, float_dtype=fd)}){to}"
+            yield from _state_lines(name, node)
+        elif op == "call":
+            fn = node["target"]
+            if wrap:
+                fn = f"call({fn!r}, {fn})"
+            yield f"{name} = {fn}({_call_args(node, names, float_dtype=fd)})"
+        elif op == "invoke":
+            module = literal(node["args"][0], names)
+            fn = f"call({node['target']!r}, {module})" if wrap else module
+            yield f"{name} = {fn}({_call_args(node, names, skip=1, float_dtype=fd)})"
+        elif op == "getattr":
+            yield f"{name} = {literal(node['args'][0], names)}.{node['name']}"
+        elif op == "method":
+            yield from _method(node, names, name, wrap, fd)
+        for index in range(8):
+            names.setdefault(f"{node_id}.{index}", f"{name}[{index}]")
+
+
+def _method(node: dict[str, Any], names: dict[str, str], name: str, wrap: bool,
+            fd: str | None) -> Iterator[str]:
+    method = node["name"]
+    args = node.get("args", [])
+    this = literal(args[0], names)
+    rest = [literal(a, names, float_dtype=fd) for a in args[1:]]
+    if wrap:
+        fn = f"call({node['target']!r}, {this}.{method})"
+        yield f"{name} = {fn}({_call_args(node, names, skip=1, float_dtype=fd)})"
+    elif method in BINARY and len(rest) == 1 and not node.get("kwargs"):
+        yield f"{name} = {this} {BINARY[method]} {rest[0]}"
+    elif method in REFLECTED and len(rest) == 1 and not node.get("kwargs"):
+        yield f"{name} = {rest[0]} {REFLECTED[method]} {this}"
+    elif method in UNARY and not rest:
+        op = UNARY[method]
+        yield f"{name} = abs({this})" if op == "abs" else f"{name} = {op}{this}"
+    elif method == "__getitem__" and len(rest) == 1:
+        yield f"{name} = {this}[{literal(args[1], names, in_index=True)}]"
+    elif method == "__setitem__" and len(rest) == 2:
+        yield f"{this}[{literal(args[1], names, in_index=True)}] = {rest[1]}"
+        yield f"{name} = None"
+    elif method in INPLACE and len(rest) == 1:
+        yield f"{this} {INPLACE[method]}= {rest[0]}"
+        yield f"{name} = {this}"
+    else:
+        yield f"{name} = {this}.{method}({_call_args(node, names, skip=1, float_dtype=fd)})"
+
+
+def _state_lines(name: str, node: dict[str, Any]) -> Iterator[str]:
+    """Set the module's parameters and buffers that a fresh module would not already have."""
+    fresh = _fresh_state(node)
+    lines = []
+    for key, data in node.get("state", {}).items():
+        arr = decode_array(data)
+        if key in fresh and np.array_equal(fresh[key], arr):
+            continue
+        dtype = str(arr.dtype)
+        if np.all(arr == 1):
+            expr = f"torch.ones({_shape_args(list(arr.shape)) or '()'}{_dtype_kw(dtype)})"
+        elif np.all(arr == 0):
+            expr = f"torch.zeros({_shape_args(list(arr.shape)) or '()'}{_dtype_kw(dtype)})"
+        else:
+            expr = f"torch.tensor({nested(arr, dtype)}{_dtype_kw(dtype)})"
+        lines.append(f"    {name}.{key}.copy_({expr})")
+    if lines:
+        yield "with torch.no_grad():"
+        yield from lines
+
+
+def _fresh_state(node: dict[str, Any]) -> dict[str, np.ndarray]:
+    """The state a module gets when constructed twice with different seeds, where it agrees
+    (deterministic initialisations such as BatchNorm's ones and zeros)."""
+    import torch
+
+    from .runtime.replay import Hooks, module_tensors, run_node
+    from .runtime.values import to_numpy
+
+    states = []
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        module = run_node(torch, {**node, "state": {}}, {}, Hooks())
+        states.append({k: to_numpy(torch, t)[1] for k, t in module_tensors(module).items()})
+    return {k: v for k, v in states[0].items()
+            if k in states[1] and np.array_equal(v, states[1][k])}

@@ -1,0 +1,175 @@
+"""Slice a program to its first divergent call, fed with the inputs it actually received.
+
+Everything before the divergent call agreed on both sides, so the call's arguments are
+taken from the reference's values at that point and written down as literal inputs. For a
+gradient finding the slice also carries the upstream gradient that the call's output
+received on the reference, so the backward of that one call is what gets compared.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .engine import Program
+from .findings import Finding, Kind
+from .oracle import reference_observations
+from .runtime.replay import Hooks, bind_result, module_tensors, run_node
+from .runtime.values import encode_array, is_tensor, to_numpy
+
+
+class CannotSlice(Exception):
+    """The call's inputs are not all tensors, modules or plain literals."""
+
+
+def prefix_values(program: Program, stop: int) -> dict[str, Any]:
+    """The reference's values just before node ``stop`` runs."""
+    import torch
+
+    torch.manual_seed(int(program.get("seed", 0)))
+    values: dict[str, Any] = {}
+    hooks = Hooks()
+    for node in program["nodes"][:stop]:
+        try:
+            result = run_node(torch, node, values, hooks)
+        except Exception:
+            if node.get("raises"):
+                continue
+            raise
+        bind_result(torch, node["id"], result, values)
+    return values
+
+
+def literal_input(node_id: str, tensor: Any, keep_grad: bool = True) -> dict[str, Any]:
+    import torch
+
+    dtype, arr = to_numpy(torch, tensor)
+    grad = keep_grad and bool(tensor.requires_grad) and (
+        tensor.is_floating_point() or tensor.is_complex())
+    return {"id": node_id, "op": "input", "dtype": dtype, "shape": list(arr.shape),
+            "recipe": {"kind": "literal", "array": encode_array(arr)}, "requires_grad": grad}
+
+
+class _Slicer:
+    def __init__(self, program: Program, index: int, keep_grad: bool) -> None:
+        self.program, self.keep_grad = program, keep_grad
+        self.values = prefix_values(program, index)
+        self.nodes: list[dict[str, Any]] = []
+        self.renamed: dict[str, str] = {}
+        self.by_id = {n["id"]: n for n in program["nodes"]}
+
+    def _new_id(self) -> str:
+        return f"v{len(self.nodes)}"
+
+    def ref(self, old: str) -> Any:
+        if old in self.renamed:
+            return {"ref": self.renamed[old]}
+        import torch
+
+        value = self.values[old]
+        if is_tensor(torch, value):
+            node = literal_input(self._new_id(), value, self.keep_grad)
+        elif isinstance(value, torch.nn.Module):
+            node = self._module(old, value)
+        elif isinstance(value, (list, tuple)) and all(is_tensor(torch, v) for v in value):
+            items = [self.ref(f"{old}.{i}") for i in range(len(value))]
+            return {"tuple": items} if isinstance(value, tuple) else items
+        else:
+            raise CannotSlice(f"{old} is a {type(value).__name__}")
+        self.nodes.append(node)
+        self.renamed[old] = node["id"]
+        if not getattr(value, "training", True):
+            self.nodes.append({"id": self._new_id(), "op": "method", "name": "eval",
+                               "target": f"{node['target']}.eval",
+                               "args": [{"ref": node["id"]}], "kwargs": {}})
+        return {"ref": node["id"]}
+
+    def _module(self, old: str, module: Any) -> dict[str, Any]:
+        import torch
+
+        built = self.by_id.get(old)
+        if built is None or built["op"] != "module" or _refs_in(built):
+            raise CannotSlice(f"module {old} was not built from literals")
+        state = {k: encode_array(to_numpy(torch, t)[1]) for k, t in module_tensors(module).items()}
+        return {"id": self._new_id(), "op": "module", "target": built["target"],
+                "args": built["args"], "kwargs": built["kwargs"], "state": state}
+
+    def rewrite(self, value: Any) -> Any:
+        if isinstance(value, list):
+            return [self.rewrite(v) for v in value]
+        if isinstance(value, dict):
+            if "ref" in value:
+                return self.ref(value["ref"])
+            return {k: self.rewrite(v) for k, v in value.items()}
+        return value
+
+
+def _refs_in(value: Any) -> bool:
+    if isinstance(value, dict):
+        return "ref" in value or any(_refs_in(v) for k, v in value.items() if k != "state")
+    if isinstance(value, list):
+        return any(_refs_in(v) for v in value)
+    return False
+
+
+def slice_program(program: Program, finding: Finding, keep_grad: bool = True
+                  ) -> Program | None:
+    """The one-call program for ``finding``, or None when there is nothing to slice to.
+    Without ``keep_grad`` the inputs do not require grad (an in-place call on a literal
+    input that requires grad would raise where the original, on a non-leaf, did not)."""
+    index = next((i for i, n in enumerate(program["nodes"]) if n["id"] == finding.node), None)
+    if index is None or program["nodes"][index]["op"] == "input":
+        return None
+    original = program["nodes"][index]
+    try:
+        slicer = _Slicer(program, index, keep_grad or finding.kind is Kind.GRAD)
+        call = dict(original)
+        call["args"] = slicer.rewrite(original["args"])
+        call["kwargs"] = slicer.rewrite(original.get("kwargs", {}))
+    except (CannotSlice, KeyError, RuntimeError):
+        return None
+    call["id"] = slicer._new_id()
+    nodes = [*slicer.nodes, call]
+    backward = None
+    if finding.kind is Kind.GRAD:
+        backward = _backward_plan(program, original["id"], call, nodes)
+        if backward is None:
+            return None
+    return {"version": 1, "spec": program["spec"], "seed": program.get("seed", 0),
+            "choices": [], "nodes": nodes, "backward": backward,
+            "expect_raise": program.get("expect_raise", False),
+            "sliced_from": original["id"]}
+
+
+def _backward_plan(program: Program, old_id: str, call: dict[str, Any],
+                   nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Seed the call's outputs with the gradients they received on the reference."""
+    ref = reference_observations(program)
+    plan = program.get("backward") or {}
+    grads = {k[len("grad:"):]: v for k, v in ref.items() if k.startswith("grad:")}
+    outputs, seeds = [], []
+    element_ids = sorted(k for k in grads if k.startswith(old_id + "."))
+    for old in ([old_id] if old_id in grads else element_ids):
+        new = call["id"] + old[len(old_id):]
+        outputs.append(new)
+        seeds.append({"kind": "literal", "array": encode_array(
+            np.asarray(grads[old]["data"], dtype=np.float64))})
+    if not outputs and old_id in plan.get("outputs", []):
+        position = plan["outputs"].index(old_id)
+        outputs, seeds = [call["id"]], [plan["seeds"][position]]
+    if not outputs:
+        return None
+    wrt = [n["id"] for n in nodes if n["op"] == "input" and n.get("requires_grad")]
+    for node in nodes:
+        if node["op"] == "module":
+            module = prefix_module(node)
+            wrt.extend(f"{node['id']}:{name}" for name, p in module.named_parameters()
+                       if p.requires_grad)
+    return {"outputs": outputs, "seeds": seeds, "wrt": wrt, "intermediates": []} if wrt else None
+
+
+def prefix_module(node: dict[str, Any]) -> Any:
+    import torch
+
+    return run_node(torch, {**node, "state": {}}, {}, Hooks())

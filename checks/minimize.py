@@ -1,0 +1,118 @@
+"""Per finding: shrink → slice → simplify → repro (verified) → triage → upstream draft."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import repro as repros
+from .candidate import CandidateConfig, CandidateProcess
+from .engine import Program
+from .findings import Finding, Kind
+from .isolate import slice_program
+from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
+from .runtime.values import FLOAT_DTYPES
+from .shrink import Shrinker
+from .simplify import Simplifier
+from .spec import Spec
+from .triage import Triage, Verdict, oracle_observations, triage
+from .upstream import DEFAULT_TRACKER, draft
+
+
+@dataclass
+class MinimizeOptions:
+    max_calls: int = 300
+    max_seconds: float = 20.0
+    tracker: str = DEFAULT_TRACKER
+    thirds: list[CandidateProcess] = field(default_factory=list)
+    versions: str | None = None  # collect_env output; None runs it when a draft needs it
+
+
+def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Budget
+           ) -> tuple[Program, Finding, Program]:
+    """The shrunk drawn program, and the smallest program (sliced, simplified) that still
+    shows the same fingerprint."""
+    oracle = Oracle(spec, candidate, budget)
+    best = Shrinker(oracle, finding).run()
+    program, current = best.program, best
+    try:
+        for keep_grad in (True, False):
+            sliced = slice_program(program, current, keep_grad)
+            found = oracle.same(sliced, current.fingerprint) if sliced else None
+            if sliced is not None and found is not None:
+                program, current = sliced, found
+                break
+    except BudgetSpent:
+        pass
+    program, current = Simplifier(oracle, program, current).run()
+    return best.program, current, program
+
+
+def _mode(kind: Kind, verdict: Verdict) -> tuple[str, str, str]:
+    """How the PyTorch-alone script shows the problem: (mode, claim, expected)."""
+    if kind is Kind.REFERENCE_ERROR:
+        return ("raises", "raises on an input that another implementation accepts",
+                "no error, as the other implementation gives")
+    if kind is Kind.CANDIDATE_ERROR:
+        return ("accepts", "accepts an input that another implementation rejects",
+                "an error for this input")
+    if kind in (Kind.VALUE, Kind.GRAD, Kind.STATE):
+        return ("numeric", "the result disagrees with the same computation in float64",
+                "the float64 result (within the dtype's tolerance), which the other "
+                "implementation matches")
+    return ("runs", f"{kind.value} against another implementation", "see the comparison")
+
+
+def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
+             config: CandidateConfig, options: MinimizeOptions) -> dict[str, Any]:
+    """Everything issue #3 adds to a finding in the report."""
+    budget = Budget(options.max_calls, options.max_seconds)
+    shrunk, current, program = reduce(finding, spec, candidate, budget)
+    shrink = stats(budget)
+    rtol, atol = repros.tolerances(program, current, spec.rtol, spec.atol)
+    script = repros.render(program, current, config, rtol, atol)
+    checked = repros.verify(script, timeout=max(config.timeout * 2, 60.0))
+    ref = reference_observations(program)
+    outcome = candidate.run(program)
+    cand = outcome.observations or {}
+    if outcome.observations is None:
+        verdict = Triage(Verdict.CANDIDATE_BUG, "the candidate " + (
+            "hung" if outcome.died == "timeout" else "crashed"), {"oracles": {}})
+    else:
+        oracles = oracle_observations(program, candidate, options.thirds)
+        verdict = triage(program, current, ref, cand, oracles, spec.rtol, spec.atol)
+    mode, claim, expected = _mode(current.kind, verdict.verdict)
+    obs = ref.get(current.key) or {}
+    dtype = obs.get("dtype", "float32") if obs.get("dtype") in FLOAT_DTYPES else "float32"
+    reference_only = repros.render_reference_only(program, current, mode, claim, rtol, atol,
+                                                  dtype=dtype)
+    evidence = {**verdict.evidence, "claim": claim, "expected": expected}
+    fields: dict[str, Any] = {
+        "program": shrunk, "repro_program": program, "message": current.message,
+        "repro": script, "repro_verified": checked.verified, "repro_output": checked.output,
+        "repro_reference_only": reference_only, "verdict": verdict.verdict.value,
+        "verdict_reason": verdict.reason, "evidence": evidence, "upstream_draft": None,
+        "upstream_title": None, "upstream_url": None, "shrink": shrink,
+    }
+    if verdict.verdict is Verdict.REFERENCE_SUSPECT:
+        code, output = repros.run_script(reference_only, timeout=120)
+        fields["reference_only_exit"] = code
+        issue = draft({**current.to_json(), **fields}, reference_only, output,
+                      config.name, options.tracker, options.versions)
+        fields.update(upstream_draft=issue.body, upstream_title=issue.title,
+                      upstream_url=issue.url)
+    return fields
+
+
+def minimize_all(findings: list[Finding], specs: list[Spec], candidate: CandidateProcess,
+                 config: CandidateConfig, options: MinimizeOptions,
+                 timings: bool = True) -> None:
+    """Minimise and triage every finding in place (its JSON gains the fields above)."""
+    by_name = {spec.name: spec for spec in specs}
+    for finding in findings:
+        fields = minimize(finding, by_name[finding.spec], candidate, config, options)
+        finding.program = fields.pop("program")
+        finding.message = fields.pop("message")
+        if not timings:
+            fields["shrink"]["seconds"] = None
+        finding.extra.update(fields)

@@ -1,0 +1,263 @@
+"""Who is wrong? Extra oracles and a Dynamo-style accuracy rule decide a finding's verdict.
+
+The numeric rule follows torch._dynamo's accuracy check: compute the program in float64 on
+the reference, measure each side's RMSE against it, and call a side wrong only when it is
+further from float64 than the other side by more than a multiplier (plus a floor of a few
+rounding steps of the dtype). Exceptions are judged by which sides raise and by what the
+spec declares; other oracles (the reference without mkldnn, on another device, a third
+framework) corroborate or contradict.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+import numpy as np
+
+from .candidate import CandidateProcess
+from .compare import compare, tolerance
+from .engine import Observations, Program
+from .findings import Finding, Kind
+from .oracle import reference_observations
+from .runtime.replay import Hooks, replay
+from .runtime.values import FLOAT_DTYPES
+
+MULTIPLIER = 2.0
+EPS = {"float16": 9.77e-4, "bfloat16": 7.81e-3, "float32": 1.19e-7, "float64": 2.22e-16}
+
+
+class Verdict(StrEnum):
+    CANDIDATE_BUG = "candidate-bug"
+    REFERENCE_SUSPECT = "reference-suspect"
+    TOLERANCE_NOISE = "tolerance-noise"
+    UNDETERMINED = "undetermined"
+
+
+@dataclass
+class Triage:
+    verdict: Verdict
+    reason: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+def to_float64(program: Program) -> Program:
+    """The same program computed in float64: floating inputs, dtype arguments and modules."""
+    out = copy.deepcopy(program)
+    nodes = []
+    for node in out["nodes"]:
+        if node["op"] == "input" and node["dtype"] in FLOAT_DTYPES:
+            node["dtype"] = "float64"
+        node["args"] = _widen(node.get("args", []))
+        node["kwargs"] = _widen(node.get("kwargs", {}))
+        nodes.append(node)
+        if node["op"] == "module":
+            nodes.append({"id": node["id"] + "_f64", "op": "method", "name": "double",
+                          "target": node["target"] + ".double",
+                          "args": [{"ref": node["id"]}], "kwargs": {}})
+    out["nodes"] = nodes
+    return out
+
+
+def _widen(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_widen(v) for v in value]
+    if isinstance(value, dict):
+        if value.get("dtype") in FLOAT_DTYPES and len(value) == 1:
+            return {"dtype": "float64"}
+        return {k: _widen(v) for k, v in value.items()}
+    return value
+
+
+def rmse(expected: np.ndarray, actual: np.ndarray) -> float:
+    exp = np.asarray(expected, dtype=np.float64)
+    act = np.asarray(actual, dtype=np.float64)
+    if exp.shape != act.shape:
+        return math.inf
+    if exp.size == 0:
+        return 0.0
+    same = (np.isnan(exp) & np.isnan(act)) | (exp == act)
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.where(same, 0.0, exp - act)
+    if not np.isfinite(diff).all():
+        return math.inf
+    return float(np.sqrt(np.mean(diff * diff)))
+
+
+def oracle_observations(program: Program, candidate: CandidateProcess,
+                        thirds: list[CandidateProcess]) -> dict[str, Observations]:
+    """Every extra oracle that can run here; a failing oracle is left out, not fatal."""
+    import torch
+
+    results: dict[str, Observations] = {}
+    wide = to_float64(program)
+    # An oracle that cannot run (an op without float64 support, no mkldnn) gives no evidence.
+    with contextlib.suppress(Exception):
+        results["reference-float64"] = reference_observations(wide)
+    with contextlib.suppress(Exception), torch.backends.mkldnn.flags(enabled=False):
+        results["reference-no-mkldnn"] = reference_observations(program)
+    if torch.cuda.is_available():
+        with contextlib.suppress(Exception):
+            torch.manual_seed(int(program.get("seed", 0)))
+            results["reference-cuda"] = replay(torch, program, Hooks(device="cuda"))
+    outcome = candidate.run(wide)
+    if outcome.observations is not None:
+        results["candidate-float64"] = outcome.observations
+    for third in thirds:
+        outcome = third.run(program)
+        if outcome.observations is not None:
+            results[f"third:{third.config.name}"] = outcome.observations
+    return results
+
+
+def _sides(obs: dict[str, Any] | None, ref: dict[str, Any], cand: dict[str, Any],
+           rtol: float | None, atol: float | None) -> str:
+    if obs is None:
+        return "no result"
+    with_ref = compare(ref, obs, rtol, atol) is None
+    with_cand = compare(cand, obs, rtol, atol) is None
+    if with_ref and not with_cand:
+        return "reference"
+    if with_cand and not with_ref:
+        return "candidate"
+    return "both" if with_ref else "neither"
+
+
+def triage(program: Program, finding: Finding, ref: Observations, cand: Observations,
+           oracles: dict[str, Observations], rtol: float | None = None,
+           atol: float | None = None) -> Triage:
+    key = finding.key
+    independent = {name: _sides(obs.get(key), ref.get(key, {"t": "value", "value": None}),
+                                cand.get(key, {"t": "value", "value": None}), rtol, atol)
+                   for name, obs in oracles.items()
+                   if name not in ("reference-float64", "candidate-float64")}
+    evidence: dict[str, Any] = {"oracles": independent}
+    if finding.kind in (Kind.MISSING_API, Kind.CANDIDATE_CRASH, Kind.CANDIDATE_TIMEOUT):
+        return Triage(Verdict.CANDIDATE_BUG, f"the candidate {_what(finding.kind)}", evidence)
+    if finding.kind in (Kind.REFERENCE_ERROR, Kind.CANDIDATE_ERROR):
+        return _exceptions(program, finding, oracles, evidence)
+    ref_obs, cand_obs = ref.get(key), cand.get(key)
+    wide = oracles.get("reference-float64", {}).get(key)
+    if not (_is_tensor(ref_obs) and _is_tensor(cand_obs) and _is_tensor(wide)) \
+            or finding.kind in (Kind.SHAPE, Kind.DTYPE):
+        return _by_votes(independent, evidence, "no float64 value to measure against")
+    assert ref_obs is not None and cand_obs is not None and wide is not None
+    return _numeric(ref_obs, cand_obs, wide, independent, evidence, atol)
+
+
+def _what(kind: Kind) -> str:
+    return {Kind.MISSING_API: "lacks the API", Kind.CANDIDATE_CRASH: "crashed",
+            Kind.CANDIDATE_TIMEOUT: "hung"}[kind]
+
+
+def _is_tensor(obs: dict[str, Any] | None) -> bool:
+    return obs is not None and obs.get("t") == "tensor"
+
+
+def _numeric(ref: dict[str, Any], cand: dict[str, Any], wide: dict[str, Any],
+             independent: dict[str, str], evidence: dict[str, Any],
+             atol: float | None) -> Triage:
+    dtype = ref["dtype"]
+    if dtype not in EPS:
+        return _exact(ref, cand, wide, independent, evidence)
+    truth = wide["data"]
+    ref_err, cand_err = rmse(truth, ref["data"]), rmse(truth, cand["data"])
+    finite = truth[np.isfinite(truth)] if truth.size else truth
+    scale = float(np.sqrt(np.mean(finite.astype(np.float64) ** 2))) if finite.size else 0.0
+    floor = tolerance(dtype, None, atol)[1] / 10 + 4 * EPS[dtype] * scale
+    evidence.update({"reference_rmse_vs_float64": ref_err,
+                     "candidate_rmse_vs_float64": cand_err, "multiplier": MULTIPLIER,
+                     "floor": floor})
+    cand_ok = cand_err <= MULTIPLIER * ref_err + floor
+    ref_ok = ref_err <= MULTIPLIER * cand_err + floor
+    if cand_ok and ref_ok:
+        return Triage(Verdict.TOLERANCE_NOISE, "both sides are as close to the float64 "
+                      "result as each other: rounding noise near the tolerance", evidence)
+    votes = list(independent.values())
+    if not cand_ok:
+        if "candidate" in votes and "reference" not in votes:
+            return Triage(Verdict.UNDETERMINED, "float64 sides with the reference, another "
+                          "oracle with the candidate", evidence)
+        return Triage(Verdict.CANDIDATE_BUG, f"the candidate is {_ratio(cand_err, ref_err)} "
+                      "further from the float64 result than the reference", evidence)
+    if "reference" in [v for k, v in independent.items() if k.startswith("third:")]:
+        return Triage(Verdict.UNDETERMINED, "float64 sides with the candidate, a third "
+                      "framework with the reference", evidence)
+    return Triage(Verdict.REFERENCE_SUSPECT, f"the reference is {_ratio(ref_err, cand_err)} "
+                  "further from its own float64 result than the candidate", evidence)
+
+
+def _ratio(worse: float, better: float) -> str:
+    if better == 0 or not math.isfinite(worse):
+        return "much"
+    return f"{worse / better:.3g}x"
+
+
+def _exact(ref: dict[str, Any], cand: dict[str, Any], wide: dict[str, Any],
+           independent: dict[str, str], evidence: dict[str, Any]) -> Triage:
+    with_ref = compare(ref, wide) is None
+    with_cand = compare(cand, wide) is None
+    evidence["float64"] = "reference" if with_ref else "candidate" if with_cand else "neither"
+    if with_ref and not with_cand:
+        return Triage(Verdict.CANDIDATE_BUG, "the float64 reference agrees with the "
+                      "reference", evidence)
+    if with_cand and not with_ref:
+        return Triage(Verdict.REFERENCE_SUSPECT, "the float64 reference agrees with the "
+                      "candidate", evidence)
+    return _by_votes(independent, evidence, "float64 does not decide")
+
+
+def _by_votes(independent: dict[str, str], evidence: dict[str, Any], why: str) -> Triage:
+    votes = list(independent.values())
+    if "candidate" in votes and "reference" not in votes:
+        return Triage(Verdict.REFERENCE_SUSPECT, f"{why}; other oracles side with the "
+                      "candidate", evidence)
+    if "reference" in votes and "candidate" not in votes:
+        return Triage(Verdict.CANDIDATE_BUG, f"{why}; other oracles side with the reference",
+                      evidence)
+    if not votes or set(votes) <= {"both", "no result"}:
+        return Triage(Verdict.CANDIDATE_BUG, f"{why}; the reference is the specification "
+                      "unless an oracle says otherwise", evidence)
+    return Triage(Verdict.UNDETERMINED, f"{why}; the oracles disagree", evidence)
+
+
+def _raised(obs: Observations | None, key: str) -> bool | None:
+    if obs is None or key not in obs:
+        return None
+    return obs[key].get("t") == "error"
+
+
+def _exceptions(program: Program, finding: Finding, oracles: dict[str, Observations],
+                evidence: dict[str, Any]) -> Triage:
+    """Which sides raise for this input, and what the spec declares about it."""
+    key = finding.key
+    declared = bool(program.get("expect_raise"))
+    evidence["spec_declares_invalid_input"] = declared
+    thirds = [_raised(obs, key) for name, obs in oracles.items() if name.startswith("third:")]
+    thirds_known = [t for t in thirds if t is not None]
+    evidence["third_frameworks_raise"] = thirds_known
+    if finding.kind is Kind.REFERENCE_ERROR:  # the reference raised, the candidate did not
+        if declared or (thirds_known and all(thirds_known)):
+            return Triage(Verdict.CANDIDATE_BUG, "the input is invalid and the candidate "
+                          "accepted it (missing validation)", evidence)
+        if thirds_known and not any(thirds_known):
+            return Triage(Verdict.REFERENCE_SUSPECT, "the reference alone rejects an input "
+                          "that other frameworks accept", evidence)
+        wide = _raised(oracles.get("reference-float64"), key)
+        if wide is False:
+            return Triage(Verdict.REFERENCE_SUSPECT, "the reference rejects the input in "
+                          "its own precision but accepts it in float64", evidence)
+        return Triage(Verdict.UNDETERMINED, "the reference raises and the candidate does not;"
+                      " nothing says which is right", evidence)
+    if declared:
+        return Triage(Verdict.REFERENCE_SUSPECT, "the spec declares this input invalid; the "
+                      "reference accepted it and the candidate rejected it", evidence)
+    if thirds_known and all(thirds_known):
+        return Triage(Verdict.REFERENCE_SUSPECT, "the candidate and every third framework "
+                      "reject the input that the reference accepts", evidence)
+    return Triage(Verdict.CANDIDATE_BUG, "the candidate raises on an input the reference "
+                  "accepts", evidence)
