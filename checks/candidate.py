@@ -70,6 +70,8 @@ class CandidateProcess:
         self.version = ""
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
+        self._deadline: float | None = None
+        self._sent = False
         self._dir = tempfile.TemporaryDirectory(prefix="alignbot-worker-")
         self._progress = Path(self._dir.name) / "progress"
         self._stderr_path = Path(self._dir.name) / "stderr"
@@ -112,20 +114,49 @@ class CandidateProcess:
 
     def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """Send and wait; None when the worker died, TimeoutError when it hung."""
-        assert self._proc is not None and self._proc.stdin and self._proc.stdout
+        if not self._send(message):
+            return None
+        return self._receive(time.monotonic() + timeout)
+
+    def _send(self, message: dict[str, Any]) -> bool:
+        assert self._proc is not None and self._proc.stdin
         try:
             write_message(self._proc.stdin, message)  # type: ignore[arg-type]
-            reader = _DeadlineReader(self._proc.stdout.fileno(), time.monotonic() + timeout)
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        return True
+
+    def _receive(self, deadline: float) -> dict[str, Any] | None:
+        assert self._proc is not None and self._proc.stdout
+        try:
+            reader = _DeadlineReader(self._proc.stdout.fileno(), deadline)
             reply: dict[str, Any] = read_message(reader)  # type: ignore[arg-type]
             return reply
-        except (WireError, BrokenPipeError, ConnectionResetError):
+        except (WireError, ConnectionResetError):
             return None
 
     def run(self, program: dict[str, Any]) -> RunOutcome:
+        self.submit(program)
+        return self.collect()
+
+    def submit(self, program: dict[str, Any]) -> None:
+        """Start replaying ``program``; the engine can trace the next one meanwhile.
+        At most one program is in flight: ``collect`` before the next ``submit``."""
+        assert self._deadline is None, "collect() the previous program first"
         if self._proc is None or self._proc.poll() is not None:
             self.start()
+        self._sent = self._send({"cmd": "run", "program": program})
+        self._deadline = time.monotonic() + self.config.timeout
+
+    @property
+    def pending(self) -> bool:
+        return self._deadline is not None
+
+    def collect(self) -> RunOutcome:
+        deadline, self._deadline = self._deadline, None
+        assert deadline is not None, "nothing was submitted"
         try:
-            reply = self._exchange({"cmd": "run", "program": program}, self.config.timeout)
+            reply = self._receive(deadline) if self._sent else None
         except TimeoutError:
             index = self._node_index()
             self.kill()
@@ -155,6 +186,7 @@ class CandidateProcess:
         return " ".join(text.split())
 
     def kill(self) -> None:
+        self._deadline = None
         if self._proc is None:
             return
         if self._proc.poll() is None:

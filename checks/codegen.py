@@ -219,11 +219,12 @@ def _fresh_state(node: dict[str, Any]) -> dict[str, np.ndarray]:
     import torch
 
     from .runtime.replay import Hooks, module_tensors, run_node
+    from .runtime.replay import seed as seed_reference
     from .runtime.values import to_numpy
 
     states = []
-    for seed in (1, 2):
-        torch.manual_seed(seed)
+    for value in (1, 2):
+        seed_reference(torch, value)
         module = run_node(torch, {**node, "state": {}}, {}, Hooks())
         states.append({k: to_numpy(torch, t)[1] for k, t in module_tensors(module).items()})
     return {k: v for k, v in states[0].items()

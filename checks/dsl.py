@@ -14,8 +14,6 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from hypothesis import strategies as st
-
 _CURRENT: contextvars.ContextVar[DrawContext | None] = contextvars.ContextVar(
     "alignbot_draw", default=None
 )
@@ -46,7 +44,9 @@ class DrawContext:
     """Source of every choice in one draw; logs them so the draw can be replayed exactly."""
 
     def __init__(self, data: Any = None, choices: Sequence[int | float] | None = None) -> None:
-        self._data = data
+        # Draw primitive choices straight from the ConjectureData under ``st.data()``: a
+        # strategy per draw costs more than the rest of tracing a small program.
+        self._data = getattr(data, "conjecture_data", data)
         self._replay = list(choices) if choices is not None else None
         self._position = 0
         self.choices: list[int | float] = []
@@ -69,7 +69,7 @@ class DrawContext:
             recorded = self._next_recorded()
             value = low if recorded is None else min(max(int(recorded), low), high)
         else:
-            value = int(self._data.draw(st.integers(low, high)))
+            value = int(self._data.draw_integer(low, high))
         self.choices.append(value)
         return value
 
@@ -80,8 +80,7 @@ class DrawContext:
             recorded = self._next_recorded()
             value = low if recorded is None else min(max(float(recorded), low), high)
         else:
-            value = float(self._data.draw(st.floats(low, high, allow_nan=False,
-                                                    allow_infinity=False)))
+            value = float(self._data.draw_float(low, high, allow_nan=False))
         self.choices.append(value)
         return value
 

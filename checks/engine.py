@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -16,6 +17,7 @@ from hypothesis import strategies as st
 from .candidate import CandidateProcess, RunOutcome
 from .dsl import DrawContext
 from .findings import BACKWARD_OP, Finding, Kind, judge
+from .runtime.replay import seed as seed_reference
 from .spec import Spec
 from .trace import SpecError, TorchProxy, Tracer
 
@@ -49,7 +51,7 @@ def trace_program(spec: Spec, ctx: DrawContext) -> tuple[Program, Observations]:
     import torch
 
     program_seed = ctx.draw_int(0, 2**31 - 1)
-    torch.manual_seed(program_seed)
+    seed_reference(torch, program_seed)
     tracer = Tracer(torch, ctx)
     with ctx:
         try:
@@ -86,9 +88,16 @@ def outcome_finding(spec: Spec, program: Program, outcome: RunOutcome) -> Findin
 
 def evaluate(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,
              stats: Stats | None = None) -> Finding | None:
+    candidate.submit(program)
+    return finish(spec, program, ref, candidate, stats)
+
+
+def finish(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,
+           stats: Stats | None = None) -> Finding | None:
+    """Collect the submitted program's outcome and judge it."""
     stats = stats or Stats()
     start = time.perf_counter()
-    outcome = candidate.run(program)
+    outcome = candidate.collect()
     stats.candidate_s += time.perf_counter() - start
     if outcome.observations is None:
         return outcome_finding(spec, program, outcome)
@@ -137,27 +146,45 @@ def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int 
     result = CheckResult(reference=str(torch.__version__), candidate=candidate.config.name,
                          seed=seed)
     merged: dict[str, Finding] = {}
+    # One program in flight: while the worker replays program k, the engine judges k-1 and
+    # Hypothesis draws and traces k+1. Findings are still recorded in draw order.
+    pending: list[tuple[Spec, Program, Observations]] = []
+
+    def settle() -> None:
+        if pending:
+            record(finish(*pending.pop(), candidate, result.stats))
+
+    def record(finding: Finding | None) -> None:
+        if finding is None:
+            return
+        known = merged.get(finding.fingerprint)
+        if known is None:
+            merged[finding.fingerprint] = finding
+        elif _size(finding.program) < _size(known.program):
+            finding.count = known.count + 1
+            merged[finding.fingerprint] = finding
+        else:
+            known.count += 1
+
     for position, spec in enumerate(specs):
         if on_spec is not None:
             on_spec(spec, position)
 
         def visit(program: Program, ref: Observations, spec: Spec = spec) -> None:
             result.programs_run += 1
-            finding = evaluate(spec, program, ref, candidate, result.stats)
-            if finding is None:
-                return
-            known = merged.get(finding.fingerprint)
-            if known is None:
-                merged[finding.fingerprint] = finding
-                return
-            finding.count = known.count + 1
-            if _size(finding.program) < _size(known.program):
-                merged[finding.fingerprint] = finding
-            else:
-                known.count += 1
+            previous = pending.pop() if pending else None
+            finding = finish(*previous, candidate, result.stats) if previous else None
+            candidate.submit(program)
+            pending.append((spec, program, ref))
+            record(finding)
 
         start = time.perf_counter()
-        draw_programs(spec, n or spec.n, seed, visit)
+        try:
+            draw_programs(spec, n or spec.n, seed, visit)
+        finally:
+            if candidate.pending and sys.exc_info()[0] is not None:
+                candidate.collect()
+        settle()
         result.stats.trace_s += time.perf_counter() - start
         result.specs_run.append(spec.name)
     result.stats.trace_s -= result.stats.candidate_s + result.stats.judge_s

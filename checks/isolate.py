@@ -16,6 +16,7 @@ from .engine import Program
 from .findings import Finding, Kind
 from .oracle import reference_observations
 from .runtime.replay import Hooks, bind_result, module_tensors, run_node
+from .runtime.replay import seed as seed_reference
 from .runtime.values import encode_array, is_tensor, to_numpy
 
 
@@ -27,7 +28,7 @@ def prefix_values(program: Program, stop: int) -> dict[str, Any]:
     """The reference's values just before node ``stop`` runs."""
     import torch
 
-    torch.manual_seed(int(program.get("seed", 0)))
+    seed_reference(torch, int(program.get("seed", 0)))
     values: dict[str, Any] = {}
     hooks = Hooks()
     for node in program["nodes"][:stop]:

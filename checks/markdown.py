@@ -7,7 +7,7 @@ import re
 ZWSP = "\u200b"
 _MENTION = re.compile(r"@(?=[A-Za-z0-9])")
 _HASHREF = re.compile(r"(?<![\w&])#(?=\d)")
-_INLINE_SPECIALS = re.compile(r"([\\`*_{}\[\]<>()#+!|~])")
+_INLINE_SPECIALS = re.compile(r"([\\`*_\[\]<>|~])")
 
 
 def defuse(text: str) -> str:

@@ -95,12 +95,18 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
         "upstream_title": None, "upstream_url": None, "shrink": shrink,
     }
     if verdict.verdict is Verdict.REFERENCE_SUSPECT:
+        # A draft goes upstream only when PyTorch alone shows the problem in a fresh
+        # interpreter: an unverified report would waste the maintainers' time.
         code, output = repros.run_script(reference_only, timeout=120)
-        fields["reference_only_exit"] = code
-        issue = draft({**current.to_json(), **fields}, reference_only, output,
-                      config.name, options.tracker, options.versions)
-        fields.update(upstream_draft=issue.body, upstream_title=issue.title,
-                      upstream_url=issue.url)
+        fields["repro_reference_only_verified"] = code == 1
+        if code == 1:
+            issue = draft({**current.to_json(), **fields}, reference_only, output,
+                          config.name, options.tracker, options.versions)
+            fields.update(upstream_draft=issue.body, upstream_title=issue.title,
+                          upstream_url=issue.url)
+        else:
+            fields["evidence"]["no_draft"] = ("the PyTorch-alone repro does not show the "
+                                              "problem on its own")
     return fields
 
 

@@ -14,6 +14,7 @@ from .candidate import CandidateProcess
 from .engine import Observations, Program, evaluate
 from .findings import Finding, judge
 from .runtime.replay import Hooks, replay
+from .runtime.replay import seed as seed_reference
 from .spec import Spec
 
 
@@ -42,7 +43,7 @@ def reference_observations(program: Program) -> Observations:
     """The reference's observations of a Program that is data only (no spec to trace)."""
     import torch
 
-    torch.manual_seed(int(program.get("seed", 0)))
+    seed_reference(torch, int(program.get("seed", 0)))
     return replay(torch, program, Hooks())
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import math
+import warnings
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -25,6 +26,7 @@ from .engine import Observations, Program
 from .findings import Finding, Kind
 from .oracle import reference_observations
 from .runtime.replay import Hooks, replay
+from .runtime.replay import seed as seed_reference
 from .runtime.values import FLOAT_DTYPES
 
 MULTIPLIER = 2.0
@@ -98,11 +100,13 @@ def oracle_observations(program: Program, candidate: CandidateProcess,
     # An oracle that cannot run (an op without float64 support, no mkldnn) gives no evidence.
     with contextlib.suppress(Exception):
         results["reference-float64"] = reference_observations(wide)
-    with contextlib.suppress(Exception), torch.backends.mkldnn.flags(enabled=False):
-        results["reference-no-mkldnn"] = reference_observations(program)
+    with contextlib.suppress(Exception), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the flags context warns about oneDNN TF32 on CPU
+        with torch.backends.mkldnn.flags(enabled=False):
+            results["reference-no-mkldnn"] = reference_observations(program)
     if torch.cuda.is_available():
         with contextlib.suppress(Exception):
-            torch.manual_seed(int(program.get("seed", 0)))
+            seed_reference(torch, int(program.get("seed", 0)))
             results["reference-cuda"] = replay(torch, program, Hooks(device="cuda"))
     outcome = candidate.run(wide)
     if outcome.observations is not None:

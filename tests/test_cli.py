@@ -26,7 +26,8 @@ def test_same_seed_gives_byte_identical_json_reports(tmp_path: Path) -> None:
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
     for path in paths:
         proc = _alignbot("check", "--prelude", prelude, "--spec-file", PLANTED, "--seed", "5",
-                         "--ops", "softplus*,tanh*,batchnorm*,mean*", "--json", str(path))
+                         "--ops", "softplus*,tanh*,batchnorm*,mean*", "--json", str(path),
+                         "--no-timings")
         assert proc.returncode == 1, proc.stderr
     assert paths[0].read_bytes() == paths[1].read_bytes()
     report = json.loads(paths[0].read_text())
@@ -36,7 +37,10 @@ def test_same_seed_gives_byte_identical_json_reports(tmp_path: Path) -> None:
                                                        "shape-mismatch"}
     for finding in report["findings"]:
         assert set(finding) >= {"fingerprint", "kind", "op", "spec", "message", "program",
-                                "count"}
+                                "count", "repro", "repro_verified", "repro_reference_only",
+                                "verdict", "evidence", "upstream_draft", "upstream_url",
+                                "shrink"}
+        assert finding["shrink"]["seconds"] is None and finding["shrink"]["calls"] >= 1
 
 
 def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -> None:

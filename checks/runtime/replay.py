@@ -72,6 +72,19 @@ def resolve(torch: Any, target: str) -> Any:
     return obj
 
 
+def seed(torch: Any, value: int) -> None:
+    """Seed the framework's default generator. ``torch.manual_seed`` also queues lazy seeding
+    of every accelerator, which formats the Python stack each time: too slow per program."""
+    generator = getattr(torch, "default_generator", None)
+    if generator is None:
+        torch.manual_seed(value)
+        return
+    generator.manual_seed(value)
+    cuda = getattr(torch, "cuda", None)
+    if cuda is not None and cuda.is_initialized():
+        cuda.manual_seed_all(value)
+
+
 def make_input(torch: Any, node: dict[str, Any], device: str = "cpu") -> Any:
     arr = make_array(node["recipe"], node["dtype"], node["shape"])
     tensor = _from_numpy(torch, arr)
@@ -87,7 +100,7 @@ def make_input(torch: Any, node: dict[str, Any], device: str = "cpu") -> Any:
 def _from_numpy(torch: Any, arr: np.ndarray) -> Any:
     from_numpy = getattr(torch, "from_numpy", None)
     if from_numpy is not None:
-        return from_numpy(np.ascontiguousarray(arr))
+        return from_numpy(np.require(arr, requirements="C"))
     return torch.tensor(arr)
 
 

@@ -1,0 +1,221 @@
+"""Minimisation end to end: shrink, slice, simplify, verified repros, triage, drafts."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks import CandidateConfig, CandidateProcess
+from checks.cli import main
+from checks.engine import check
+from checks.findings import Kind
+from checks.oracle import Budget, Oracle
+from checks.repro import run_script
+from checks.shrink import Shrinker
+from checks.spec import load_file
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ALLOWED_IMPORTS = {"json", "subprocess", "sys", "torch", "numpy", "signal"}
+
+
+@pytest.fixture(scope="module")
+def planted_report(tmp_path_factory: Any) -> dict[str, Any]:
+    path = tmp_path_factory.mktemp("planted") / "report.json"
+    code = main(["check", "--prelude", (FIXTURES / "planted_prelude.py").read_text(),
+                 "--spec-file", str(FIXTURES / "planted_specs.py"), "--timeout", "3",
+                 "--seed", "7", "--json", str(path), "--no-progress"])
+    assert code == 1
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
+def _elements(program: dict[str, Any]) -> int:
+    """The largest tensor the repro holds: inputs and module parameters and buffers."""
+    sizes = [1]
+    for node in program["nodes"]:
+        if node["op"] == "input":
+            count = 1
+            for dim in node["shape"]:
+                count *= dim
+            sizes.append(count)
+        for data in node.get("state", {}).values():
+            count = 1
+            for dim in data["shape"]:
+                count *= dim
+            sizes.append(count)
+    return max(sizes)
+
+
+def test_every_planted_bug_has_a_short_verified_repro(planted_report: dict[str, Any]) -> None:
+    assert len(planted_report["findings"]) == 10
+    for finding in planted_report["findings"]:
+        script = finding["repro"]
+        assert finding["repro_verified"], finding["op"]
+        assert len(script.splitlines()) <= 25, (finding["op"], script)
+        assert _elements(finding["repro_program"]) <= 16, finding["op"]
+        assert finding["op"] in script
+
+
+def test_repro_scripts_need_nothing_of_alignbot(planted_report: dict[str, Any]) -> None:
+    for finding in planted_report["findings"]:
+        for script in (finding["repro"], finding["repro_reference_only"]):
+            tree = ast.parse(script)
+            imported = set()
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Import):
+                    imported |= {alias.name.split(".")[0] for alias in node.names}
+                elif isinstance(node, ast.ImportFrom):
+                    imported.add((node.module or "").split(".")[0])
+            assert imported <= ALLOWED_IMPORTS, imported
+
+
+def test_candidate_bugs_get_a_verdict_and_never_a_draft(planted_report: dict[str, Any]
+                                                       ) -> None:
+    for finding in planted_report["findings"]:
+        assert finding["verdict"] == "candidate-bug", (finding["op"], finding["evidence"])
+        assert finding["upstream_draft"] is None and finding["upstream_url"] is None
+
+
+def test_shrinking_is_bounded_and_reported(planted_report: dict[str, Any]) -> None:
+    for finding in planted_report["findings"]:
+        assert 1 <= finding["shrink"]["calls"] <= 300
+        assert 0 <= finding["shrink"]["seconds"] < 60
+
+
+def test_repro_runs_alone_and_passes_once_the_bug_is_gone(planted_report: dict[str, Any]
+                                                          ) -> None:
+    finding = next(f for f in planted_report["findings"] if f["op"].endswith("softplus"))
+    code, output = run_script(finding["repro"])
+    assert code == 1 and "MISMATCH" in output
+    fixed = finding["repro"].replace("* 1.01", "* 1.0")
+    code, output = run_script(fixed)
+    assert code == 0 and "agree" in output
+
+
+@pytest.fixture(scope="module")
+def shrink_setup() -> Any:
+    spec = load_file(FIXTURES / "shrink_specs.py")[0]
+    config = CandidateConfig("shrink", (FIXTURES / "shrink_prelude.py").read_text())
+    with CandidateProcess(config) as candidate:
+        result = check([spec], candidate, seed=3)
+        yield spec, candidate, result
+
+
+def test_shrinking_keeps_the_fingerprint_and_finds_the_smallest_shape(shrink_setup: Any
+                                                                     ) -> None:
+    spec, candidate, result = shrink_setup
+    kinds = {f.kind for f in result.findings}
+    assert kinds == {Kind.VALUE, Kind.CANDIDATE_ERROR}
+    value = next(f for f in result.findings if f.kind is Kind.VALUE)
+    value.program = _largest_failing_program(spec, candidate, value)
+    best = Shrinker(Oracle(spec, candidate, Budget()), value).run()
+    shape = best.program["nodes"][0]["shape"]
+    count = 1
+    for dim in shape:
+        count *= dim
+    # 5 elements is the smallest that shows the wrong value; 1 or 2 would be an error instead
+    assert count == 5 and best.fingerprint == value.fingerprint and best.kind is Kind.VALUE
+
+
+def _largest_failing_program(spec: Any, candidate: Any, finding: Any) -> dict[str, Any]:
+    from checks.engine import draw_programs, evaluate
+
+    found: list[Any] = []
+
+    def visit(program: dict[str, Any], ref: Any) -> None:
+        hit = evaluate(spec, program, ref, candidate)
+        if hit is not None and hit.fingerprint == finding.fingerprint:
+            found.append(program)
+
+    draw_programs(spec, 30, 3, visit)
+    return max(found, key=lambda p: len(str(p["nodes"][0]["shape"])) + sum(
+        p["nodes"][0]["shape"]))
+
+
+def test_shrinking_stops_at_its_budget(shrink_setup: Any) -> None:
+    spec, candidate, result = shrink_setup
+    value = next(f for f in result.findings if f.kind is Kind.VALUE)
+    budget = Budget(max_calls=3, max_seconds=60)
+    Shrinker(Oracle(spec, candidate, budget), value).run()
+    assert budget.calls == 3
+
+
+def _buggy_reference_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(FIXTURES / "buggy_reference")
+    return env
+
+
+@pytest.fixture(scope="module")
+def reference_suspect(tmp_path_factory: Any) -> dict[str, Any]:
+    """PyTorch with a planted float32-only softplus bug, against a correct candidate."""
+    path = tmp_path_factory.mktemp("refbug") / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "checks.cli", "check", "--prelude",
+         (FIXTURES / "correct_softplus.py").read_text(), "--spec-file",
+         str(FIXTURES / "planted_specs.py"), "--ops", "softplus_scaled", "--json", str(path),
+         "--no-progress"], env=_buggy_reference_env(), capture_output=True, text=True,
+        timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
+def test_reference_bug_is_reference_suspect_with_a_draft(reference_suspect: dict[str, Any]
+                                                         ) -> None:
+    (finding,) = reference_suspect["findings"]
+    assert finding["verdict"] == "reference-suspect"
+    assert finding["evidence"]["reference_rmse_vs_float64"] > 100 * finding["evidence"][
+        "candidate_rmse_vs_float64"]
+    draft = finding["upstream_draft"]
+    assert "### 🐛 Describe the bug" in draft and "### Versions" in draft
+    assert "PyTorch version:" in draft
+    assert finding["upstream_url"].startswith(
+        "https://github.com/pytorch/pytorch/issues/new?title=")
+
+
+def test_reference_only_repro_shows_the_wrong_value_alone(reference_suspect: dict[str, Any],
+                                                          tmp_path: Path) -> None:
+    (finding,) = reference_suspect["findings"]
+    script = tmp_path / "upstream.py"
+    script.write_text(finding["repro_reference_only"])
+    buggy = subprocess.run([sys.executable, str(script)], env=_buggy_reference_env(),
+                           capture_output=True, text=True, timeout=120)
+    assert buggy.returncode == 1 and "float32 and float64 disagree" in buggy.stdout
+    real = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                          timeout=120)
+    assert real.returncode == 0, real.stdout  # real PyTorch has no such bug
+    assert finding["repro_reference_only"] in finding["upstream_draft"]
+
+
+def test_rounding_noise_near_tolerance_is_tolerance_noise(tmp_path: Path) -> None:
+    path = tmp_path / "noise.json"
+    code = main(["check", "--candidate", "torch-float64", "--spec-file",
+                 str(FIXTURES / "noise_specs.py"), "--json", str(path), "--no-progress"])
+    assert code == 1
+    findings = json.loads(path.read_text())["findings"]
+    assert findings and {f["verdict"] for f in findings} == {"tolerance-noise"}
+    assert all(f["upstream_draft"] is None for f in findings)
+
+
+def test_repro_and_upstream_commands(planted_report: dict[str, Any], tmp_path: Path,
+                                     capsys: Any) -> None:
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(planted_report))
+    fingerprint = planted_report["findings"][0]["fingerprint"]
+    assert main(["repro", str(path), fingerprint]) == 0
+    assert capsys.readouterr().out == planted_report["findings"][0]["repro"]
+    assert main(["repro", str(path), fingerprint, "--reference-only"]) == 0
+    assert "on PyTorch alone" in capsys.readouterr().out
+    assert main(["upstream", str(path), fingerprint]) == 1
+    assert "only reference-suspect findings" in capsys.readouterr().err
+    assert main(["repro", str(path), "nope"]) == 2
+    assert "no finding 'nope'" in capsys.readouterr().err
+    assert main(["repro", str(tmp_path / "missing.json"), fingerprint]) == 2

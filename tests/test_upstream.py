@@ -1,0 +1,49 @@
+"""Upstream drafts: PyTorch's template, escaped text, links that fit."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+from checks.upstream import URL_LIMIT, draft, new_issue_url
+
+
+def _finding(message: str) -> dict[str, Any]:
+    return {"op": "torch.nn.functional.conv1d", "verdict_reason": message,
+            "evidence": {"claim": "accepts an input that another implementation rejects",
+                         "expected": "an error for this input",
+                         "oracles": {"third:paddle": "candidate"},
+                         "spec_declares_invalid_input": True,
+                         "third_frameworks_raise": [True]}}
+
+
+def test_draft_follows_pytorchs_bug_template() -> None:
+    issue = draft(_finding("the spec declares this input invalid"), "import torch\n",
+                  "tensor([1.])", "paddle", versions="PyTorch version: 2.13.0")
+    body = issue.body
+    assert body.index("### 🐛 Describe the bug") < body.index("### Versions")
+    assert "```python\nimport torch\n```" in body
+    assert "PyTorch version: 2.13.0" in body
+    assert issue.title.startswith("torch.nn.functional.conv1d: accepts an input")
+
+
+def test_hostile_text_cannot_ping_or_break_the_markdown() -> None:
+    hostile = "@pytorch/maintainers see #123 ```\n# Heading [link](http://x) <img src=x>"
+    issue = draft(_finding(hostile), "print('@octocat')\n```\n", "@everyone ```", "cand",
+                  versions="v")
+    body = issue.body
+    assert "@pytorch" not in body and "@\u200bpytorch" in body
+    assert "#123" not in body
+    assert "<img" not in body.replace("\\<", "") and "\\[link\\]" in body
+    # the script and its output stay inside their fences
+    assert "````python\nprint('@octocat')\n```\n````" in body
+
+
+def test_new_issue_url_is_prefilled_and_fits() -> None:
+    url = new_issue_url("pytorch/pytorch", "t", "body text")
+    parsed = urlparse(url)
+    assert parsed.netloc == "github.com" and parsed.path == "/pytorch/pytorch/issues/new"
+    assert parse_qs(parsed.query) == {"title": ["t"], "body": ["body text"]}
+    long_url = new_issue_url("pytorch/pytorch", "t", "x" * 50_000)
+    assert len(long_url) <= URL_LIMIT
+    assert "full text is in the alignbot report" in parse_qs(urlparse(long_url).query)["body"][0]
