@@ -205,44 +205,45 @@ SPECIAL_SETS: dict[str, tuple[str, ...]] = {
 
 
 class RandomTensor(Generator):
-    """A shape, a dtype and a value recipe: never drawn element by element."""
+    """A shape, a dtype and a value recipe: never drawn element by element. Its own
+    attributes are private so that ``x.shape``, ``x.dtype`` reach the drawn tensor."""
 
     def __init__(self, ndim: Any, dims: dict[int, Any], shape: Any, low: Any, high: Any,
                  dtype: Any, requires_grad: bool, specials: Sequence[str]) -> None:
-        self.ndim, self.dims, self.shape = ndim, dims, shape
-        self.low, self.high, self.dtype = low, high, dtype
-        self.requires_grad, self.specials = requires_grad, tuple(specials)
+        self._ndim, self._dims, self._shape = ndim, dims, shape
+        self._low, self._high, self._dtype = low, high, dtype
+        self._requires_grad, self._specials = requires_grad, tuple(specials)
 
     def draw(self, ctx: DrawContext) -> Any:
         shape = self._draw_shape(ctx)
-        dtype = resolve(self.dtype)
+        dtype = resolve(self._dtype)
         dtype_name = dtype if isinstance(dtype, str) else str(dtype).rsplit(".", 1)[-1]
-        low, high = float(resolve(self.low)), float(resolve(self.high))
+        low, high = float(resolve(self._low)), float(resolve(self._high))
         recipe: dict[str, Any] = {"kind": "uniform", "low": low, "high": high,
                                   "seed": ctx.draw_int(0, 2**31 - 1)}
         floating = dtype_name in ("float16", "bfloat16", "float32", "float64")
-        if floating and self.specials:
-            pick = ctx.draw_int(0, 3 + len(self.specials))
+        if floating and self._specials:
+            pick = ctx.draw_int(0, 3 + len(self._specials))
             if pick > 3:
-                recipe["specials"] = list(SPECIAL_SETS[self.specials[pick - 4]])
+                recipe["specials"] = list(SPECIAL_SETS[self._specials[pick - 4]])
         if ctx.tracer is None:
             raise DslError("random_tensor() was resolved outside of a traced spec")
-        grad = bool(resolve(self.requires_grad)) and floating
+        grad = bool(resolve(self._requires_grad)) and floating
         return ctx.tracer.input(shape, dtype_name, recipe, grad)
 
     def _draw_shape(self, ctx: DrawContext) -> list[int]:
-        if self.shape is not None:
-            return [int(resolve(d)) for d in resolve(self.shape)]
-        ndim = int(resolve(self.ndim)) if self.ndim is not None else ctx.draw_int(1, 4)
+        if self._shape is not None:
+            return [int(resolve(d)) for d in resolve(self._shape)]
+        ndim = int(resolve(self._ndim)) if self._ndim is not None else ctx.draw_int(1, 4)
         shape = []
         for axis in range(ndim):
-            given = self.dims.get(axis)
+            given = self._dims.get(axis)
             shape.append(int(resolve(given)) if given is not None else ctx.draw_int(1, 5))
         return shape
 
     # A tensor generator stands in for its tensor: ``x = random_tensor(); x.sum()``.
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__") or name in self.__dict__:
+        if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.resolve(), name)
 
@@ -261,7 +262,17 @@ for _op in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
             "__floordiv__", "__mod__", "__and__", "__rand__", "__xor__", "__invert__",
             "__len__", "__iadd__", "__isub__", "__imul__", "__itruediv__"):
     setattr(RandomTensor, _op, _forward(_op))
-RandomTensor.__or__ = _forward("__or__")  # type: ignore[method-assign]
+_bitwise_or = _forward("__or__")
+
+
+def _or(self: RandomTensor, other: Any) -> Any:
+    """``random_tensor() | nothing()`` picks one of the two; with a tensor it is bitwise or."""
+    if isinstance(other, Generator) and not isinstance(other, RandomTensor):
+        return OneOf((self, other))
+    return _bitwise_or(self, other)
+
+
+RandomTensor.__or__ = _or  # type: ignore[method-assign,assignment]
 
 
 def random(low: Any = 0.0, high: Any = 1.0) -> Generator:

@@ -44,7 +44,8 @@ def _returns(program: Program, finding: Finding, float_dtype: str | None = None
     if finding.kind is Kind.GRAD and program.get("backward"):
         return _grad_lines(program, names, float_dtype)
     if "!self" in key:
-        target = nodes[node_of(key)]["args"][0]["ref"]
+        node = nodes[node_of(key)]
+        target = node["args"][1 if node["op"] == "invoke" else 0]["ref"]
         return [f"return {{{names[target] + ' after the call'!r}: {names[target]}}}"]
     if "!state." in key:
         module = nodes[node_of(key)]["args"][0]["ref"]

@@ -33,9 +33,11 @@ class SpecError(Exception):
 
 
 def is_inplace(op: str, name: str, kwargs: dict[str, Any]) -> bool:
+    """Methods like ``add_`` and ``__iadd__``, functions like ``torch.relu_`` and calls with
+    ``inplace=True`` mutate their first tensor argument."""
     if op == "method" and name in INPLACE_DUNDERS:
         return True
-    if op == "method" and name.endswith("_") and not name.startswith("__"):
+    if op in ("method", "call") and name.endswith("_") and not name.startswith("__"):
         return True
     return op == "call" and kwargs.get("inplace") is True
 
@@ -75,7 +77,8 @@ class Tracer:
                                 "args": enc_args, "kwargs": enc_kwargs}
         if name is not None:
             node["name"] = name
-        if is_inplace(op, name or "", enc_kwargs):
+        last = name or target.rsplit(".", 1)[-1]
+        if is_inplace(op, last, enc_kwargs) or self._inplace_module(op, enc_args):
             node["inplace"] = True
         self.nodes.append(node)
         try:
@@ -92,6 +95,13 @@ class Tracer:
         self.observations.update(observe_result(self.torch, node, result, self.values))
         return self.wrap(node["id"], result, module_path or target)
 
+    def _inplace_module(self, op: str, args: list[Any]) -> bool:
+        """A module built with ``inplace=True`` (``nn.ReLU(inplace=True)``) mutates its input."""
+        if op != "invoke":
+            return False
+        built = next(n for n in self.nodes if n["id"] == args[0]["ref"])
+        return built.get("kwargs", {}).get("inplace") is True
+
     def wrap(self, value_id: str, result: Any, module_path: str) -> Any:
         if is_tensor(self.torch, result):
             return TensorProxy(self, value_id)
@@ -99,8 +109,10 @@ class Tracer:
             return ModuleProxy(self, value_id, module_path)
         if isinstance(result, (tuple, list)) and any(is_tensor(self.torch, r) for r in result):
             items = [self.wrap(f"{value_id}.{i}", r, module_path) for i, r in enumerate(result)]
-            if hasattr(result, "_fields"):
-                return _named_tuple(type(result).__name__, result._fields)(*items)
+            fields = getattr(result, "_fields", None) or getattr(type(result), "__match_args__",
+                                                                 None)
+            if fields:  # namedtuples and torch.return_types structseqs keep their names
+                return _named_tuple(type(result).__name__, tuple(fields))(*items)
             return type(result)(items) if isinstance(result, list) else tuple(items)
         return result
 
@@ -190,6 +202,7 @@ class Tracer:
 
 
 def _flatten(value: Any) -> list[Any]:
+    value = resolve(value)  # a spec may return an unresolved random_tensor()
     if isinstance(value, (tuple, list)):
         return [leaf for item in value for leaf in _flatten(item)]
     if isinstance(value, dict):

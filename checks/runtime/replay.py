@@ -152,7 +152,9 @@ def observe_result(torch: Any, node: dict[str, Any], result: Any,
     else:
         out[node_id] = observe(torch, result)
     if node.get("inplace"):
-        first = node["args"][0]
+        # the mutated tensor: the first argument, or the input of an in-place module
+        args = node["args"][1:] if node["op"] == "invoke" else node["args"]
+        first = args[0] if args else None
         if isinstance(first, dict) and "ref" in first:
             out[f"{node_id}!self"] = observe(torch, values[first["ref"]])
     if node["op"] == "invoke":
