@@ -6,11 +6,20 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from github_server import GitHubServer
 
 from checks import CandidateConfig, CandidateProcess, preset
 from checks.spec import Spec, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture()
+def github_server() -> Iterator[GitHubServer]:
+    """The one fake GitHub: a real HTTP server on 127.0.0.1 checked against GitHub's
+    OpenAPI description (tests/github_server.py)."""
+    with GitHubServer() as server:
+        yield server
 
 
 @pytest.fixture(scope="session")

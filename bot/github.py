@@ -1,0 +1,99 @@
+"""GitHub access as a GitHub App through PyGithub: JWT, cached installation tokens, bounded
+retries, and one API base URL setting for github.com, GitHub Enterprise Server and tests."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from github import Auth, Github, GithubIntegration, GithubRetry
+
+# Refresh an installation token this long before GitHub says it expires.
+REFRESH_MARGIN = timedelta(minutes=10)
+MAX_DOWNLOAD = 512 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ApiOptions:
+    """How the app talks to GitHub. ``max_wait`` bounds every rate-limit or Retry-After sleep:
+    a longer required wait raises instead of blocking a worker for up to an hour."""
+
+    base_url: str = "https://api.github.com"
+    retries: int = 5
+    max_wait: float = 120.0
+    timeout: int = 30
+    seconds_between_requests: float = 0.0
+    seconds_between_writes: float = 1.0
+
+
+def make_retry(options: ApiOptions) -> GithubRetry:
+    return GithubRetry(total=options.retries, backoff_factor=0.5, backoff_max=30,
+                       status_forcelist=(500, 502, 503, 504),
+                       secondary_rate_wait=min(60.0, options.max_wait),
+                       max_rate_limit_wait=int(options.max_wait),
+                       retry_after_max=int(options.max_wait))
+
+
+class GitHubApp:
+    """One app; hands out PyGithub clients per installation. Thread-safe."""
+
+    def __init__(self, app_id: int, private_key: str, options: ApiOptions | None = None) -> None:
+        self.options = options or ApiOptions()
+        self._auth = Auth.AppAuth(app_id, private_key)
+        self._integration = GithubIntegration(
+            auth=self._auth, base_url=self.options.base_url, retry=make_retry(self.options),
+            timeout=self.options.timeout, seconds_between_requests=None,
+            seconds_between_writes=None)
+        self._tokens: dict[int, tuple[str, datetime]] = {}
+        self._lock = threading.Lock()
+        self._login: str | None = None
+        self.tokens_issued = 0
+
+    def installation_token(self, installation_id: int) -> str:
+        """A cached token, renewed ``REFRESH_MARGIN`` before it expires."""
+        with self._lock:
+            cached = self._tokens.get(installation_id)
+            now = datetime.now(UTC)
+            if cached is not None and cached[1] - REFRESH_MARGIN > now:
+                return cached[0]
+            access = self._integration.get_access_token(installation_id)
+            expires = access.expires_at or now + timedelta(hours=1)
+            if expires.tzinfo is None:
+                expires = expires.replace(tzinfo=UTC)
+            self._tokens[installation_id] = (access.token, expires)
+            self.tokens_issued += 1
+            return access.token
+
+    def forget_token(self, installation_id: int) -> None:
+        """Drop a token GitHub refused (revoked, or expired early): the next call gets a new one."""
+        with self._lock:
+            self._tokens.pop(installation_id, None)
+
+    def client(self, installation_id: int) -> Github:
+        return Github(auth=Auth.Token(self.installation_token(installation_id)),
+                      base_url=self.options.base_url, retry=make_retry(self.options),
+                      timeout=self.options.timeout, per_page=100,
+                      seconds_between_requests=self.options.seconds_between_requests or None,
+                      seconds_between_writes=self.options.seconds_between_writes or None)
+
+    def bot_login(self) -> str:
+        """``<app slug>[bot]``: the author of the app's own comments."""
+        if self._login is None:
+            self._login = f"{self._integration.get_app().slug}[bot]"
+        return self._login
+
+    def download(self, url: str, installation_id: int, limit: int = MAX_DOWNLOAD) -> bytes:
+        """Fetch an archive link (following GitHub's redirect), refusing more than ``limit``."""
+        headers = {"Authorization": f"token {self.installation_token(installation_id)}"}
+        chunks, size = [], 0
+        with httpx.stream("GET", url, headers=headers, follow_redirects=True,
+                          timeout=self.options.timeout) as response:
+            response.raise_for_status()
+            for chunk in response.iter_bytes():
+                size += len(chunk)
+                if size > limit:
+                    raise ValueError(f"the archive is larger than {limit} bytes")
+                chunks.append(chunk)
+        return b"".join(chunks)
