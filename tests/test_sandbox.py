@@ -1,0 +1,377 @@
+"""The sandbox: each hostile repository in fixtures/hostile/ is contained, the result says
+what happened, and no canary secret of the service comes back on any channel."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from bot import sandbox
+from bot.config import RepoConfig, load_config
+from bot.sandbox import GIB, MIB, Containment, SandboxLimits, SandboxResult, run_check, scrub
+
+HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
+LIMITS = SandboxLimits(cpu_seconds=20, memory_bytes=2 * GIB, processes=64, file_size=16 * MIB,
+                       wall_seconds=40)
+ALLOWED_ENV = set(sandbox._Workspace(Path("/"), Containment()).environment())
+
+
+def _can_contain() -> str | None:
+    if sys.platform != "linux":
+        return "the sandbox needs Linux"
+    if os.geteuid() == 0:
+        return None
+    probe = subprocess.run(["unshare", "--user", "--mount", "true"], capture_output=True)
+    return None if probe.returncode == 0 else "neither root nor user namespaces"
+
+
+pytestmark = pytest.mark.skipif(_can_contain() is not None, reason=str(_can_contain()))
+
+
+@dataclass
+class Secrets:
+    """Canaries the sandbox must never hand back, and where they are."""
+
+    values: list[str]
+    exposed: Path  # visible to the sandbox (root-owned, 0755): app.pem 0600, hidden.pem
+    service: Path  # a root-owned folder of the service, visible: must not be writable
+    elsewhere: Path  # a 0600 file that is not exposed at all
+    port: int
+    accepted: list[str] = field(default_factory=list)
+
+    def containment(self, mode: sandbox.Mode = "auto", hide_key: bool = False) -> Containment:
+        hide = [self.exposed / "hidden.pem"] + ([self.exposed / "app.pem"] if hide_key else [])
+        return Containment(mode=mode, expose=(self.exposed, self.service), hide=tuple(hide))
+
+    def targets(self) -> dict[str, Any]:
+        return {"secret_files": [str(self.exposed / "app.pem"),
+                                 str(self.exposed / "hidden.pem"), str(self.elsewhere)],
+                "service_dirs": [str(self.service)], "port": self.port}
+
+
+@pytest.fixture(scope="module")
+def canaries(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secrets]:
+    root = tmp_path_factory.mktemp("service")
+    values = [f"canary{name}{secrets.token_hex(12)}" for name in ("env", "file", "proc", "net")]
+    env_value, file_value, proc_value, net_value = values
+    exposed, service = root / "exposed", root / "service"
+    for folder in (exposed, service):
+        folder.mkdir()
+        folder.chmod(0o755)
+    for name in ("app.pem", "hidden.pem"):
+        (exposed / name).write_text(f"{file_value}\n")
+        (exposed / name).chmod(0o600)
+    elsewhere = root / "db.sqlite"
+    elsewhere.write_text(file_value)
+    elsewhere.chmod(0o600)
+    # A process of the service's user with a canary in its /proc/<pid>/environ.
+    holder = subprocess.Popen(["sleep", "600"], env={"ALIGNBOT_CANARY_PROC": proc_value})
+    old = os.environ.get("ALIGNBOT_CANARY_ENV")
+    os.environ["ALIGNBOT_CANARY_ENV"] = env_value
+    listener = socket.create_server(("127.0.0.1", 0))
+    found = Secrets(values, exposed, service, elsewhere, listener.getsockname()[1])
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = listener.accept()
+            except OSError:
+                return
+            found.accepted.append("connection")
+            with conn:
+                conn.sendall(net_value.encode())
+
+    threading.Thread(target=serve, daemon=True).start()
+    yield found
+    listener.close()
+    holder.kill()
+    holder.wait()
+    if old is None:
+        os.environ.pop("ALIGNBOT_CANARY_ENV", None)
+    else:
+        os.environ["ALIGNBOT_CANARY_ENV"] = old
+
+
+def _check_args(config: RepoConfig, repo: Path) -> list[str]:
+    files = [str(p.relative_to(repo)) for p in repo.rglob("*") if p.is_file()]
+    args: list[str] = []
+    for path in config.spec_files(files):
+        args += ["--spec-file", path]
+    return args
+
+
+def _run(name: str, tmp_path: Path, canaries: Secrets, limits: SandboxLimits = LIMITS,
+         containment: Containment | None = None) -> SandboxResult:
+    repo = tmp_path / name
+    shutil.copytree(HOSTILE / name, repo)
+    targets = canaries.targets()
+    (repo / "targets.json").write_text(json.dumps(targets))
+    (repo / "targets.txt").write_text("".join(f"{p}\n" for p in targets["secret_files"]))
+    config = load_config((repo / ".github" / "alignbot.yml").read_text())
+    result = run_check(repo, config, _check_args(config, repo), limits,
+                       containment or canaries.containment())
+    _assert_no_canary(result, canaries)
+    return result
+
+
+def _assert_no_canary(result: SandboxResult, canaries: Secrets) -> None:
+    everything = json.dumps([result.report, result.reason, result.stdout_tail,
+                             result.stderr_tail, result.isolation])
+    for value in canaries.values:
+        for form in (value, value[::-1], value.encode().hex()):
+            assert form not in everything, f"a canary came back: {form}"
+    assert not canaries.accepted, "the sandbox reached the host's loopback"
+
+
+def _uid(result: SandboxResult) -> int | None:
+    for layer in result.isolation:
+        if layer.startswith("uid:"):
+            return int(layer[4:])
+    return None
+
+
+def _processes_of(uid: int) -> list[int]:
+    """Live processes (not zombies waiting for their parent) running as ``uid``."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = dict(ln.split(":", 1) for ln in (entry / "status").read_text()
+                              .splitlines() if ":" in ln)
+            except OSError:
+                continue
+            if int(fields["Uid"].split()[1]) == uid and fields["State"].strip()[:1] not in "ZX":
+                pids.append(int(entry.name))
+    return pids
+
+
+def _assert_machine_fine(result: SandboxResult) -> None:
+    assert subprocess.run(["true"]).returncode == 0
+    uid = _uid(result)
+    if uid is not None:
+        give_up = time.monotonic() + 5  # SIGKILLed processes may take a moment to exit
+        while _processes_of(uid) and time.monotonic() < give_up:
+            time.sleep(0.05)
+        assert _processes_of(uid) == [], "the sandbox left processes running"
+
+
+def test_benign_repository_gives_a_real_report(tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("benign", tmp_path, canaries)
+    assert result.reason is None, result.stderr_tail
+    assert result.exit_code == 0
+    assert result.report is not None and result.report["specs_run"] >= 1
+    assert result.report["findings"] == []
+    if os.geteuid() == 0:
+        assert _uid(result) is not None
+    assert {"network-namespace", "pid-namespace", "read-only-filesystem"} <= set(
+        result.isolation)
+
+
+def test_secrets_are_out_of_reach_as_a_dedicated_uid(tmp_path: Path, canaries: Secrets,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("dropping to a dedicated uid needs root")
+    monkeypatch.setattr(sandbox, "TAIL_CHARS", 1_000_000)  # check every byte printed
+    result = _run("secrets", tmp_path, canaries)
+    assert result.reason is None, result.stderr_tail
+    assert "HOSTILE-RAN steal.sh" in result.stdout_tail
+    assert result.report is not None
+    leak = result.report["leak"]
+    assert leak["ran"] and leak["uid"] == _uid(result) != 0
+    assert leak["exists-0"] and leak["secret-file-0"] == "PermissionError"  # the uid stops it
+    assert leak["secret-file-1"] == ""  # hidden under /dev/null
+    assert leak["secret-file-2"] == "FileNotFoundError"  # not exposed: not there at all
+    assert leak["write-0"] in ("OSError", "PermissionError")
+    assert not (canaries.service / "planted-by-pr.txt").exists()
+    assert leak["setuid"] == "PermissionError"
+    assert set(leak["env"]) <= ALLOWED_ENV
+    assert not any(name.startswith("ALIGNBOT_") for name in leak["env"])
+    _assert_machine_fine(result)
+
+
+def test_secrets_are_out_of_reach_in_a_user_namespace(tmp_path: Path, canaries: Secrets,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a service that is not root gets: its own uid, so its files must be hidden."""
+    monkeypatch.setattr(sandbox, "TAIL_CHARS", 1_000_000)
+    result = _run("secrets", tmp_path, canaries,
+                  containment=canaries.containment("userns", hide_key=True))
+    assert result.reason is None, result.stderr_tail
+    assert "user-namespace" in result.isolation
+    leak = result.report["leak"] if result.report else {}
+    assert leak["secret-file-0"] == leak["secret-file-1"] == ""
+    assert leak["secret-file-2"] == "FileNotFoundError"
+    assert leak["write-0"] == "OSError"  # EROFS: the service's own files are read-only
+    assert not (canaries.service / "planted-by-pr.txt").exists()
+    assert set(leak["env"]) <= ALLOWED_ENV
+
+
+def test_a_dedicated_uid_alone_protects_secrets_and_leaves_nothing_behind(
+        tmp_path: Path, canaries: Secrets, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container without CAP_SYS_ADMIN: no namespaces, only the uid (and the sweep)."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    monkeypatch.setattr(sandbox, "TAIL_CHARS", 1_000_000)
+    # Setup commands need no interpreter; here the interpreter may be out of the uid's reach.
+    monkeypatch.setattr(sandbox._Workspace, "exposed", lambda self: [])
+    containment = Containment(namespaces=False)
+    result = _run("secrets", tmp_path, canaries, containment=containment)
+    assert "HOSTILE-RAN steal.sh as uid=" in result.stdout_tail, result.stderr_tail
+    assert f"== {canaries.exposed / 'app.pem'}" in result.stdout_tail
+    assert "Permission denied" in result.stdout_tail  # /proc/*/environ, the key file
+    assert _uid(result) is not None and "network-namespace" not in result.isolation
+    limits = SandboxLimits(wall_seconds=3, memory_bytes=2 * GIB, processes=64)
+    result = _run("hang", tmp_path / "again", canaries, limits, containment)
+    assert result.reason is not None and "wall-clock limit" in result.reason
+    assert "pid-namespace" not in result.isolation
+    _assert_machine_fine(result)  # the setsid daemon was swept
+
+
+def test_no_network_but_loopback(tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("network", tmp_path, canaries)
+    assert "HOSTILE-RAN interfaces: ['lo']" in result.stdout_tail
+    assert "connect-loopback: ConnectionRefusedError" in result.stdout_tail
+    assert result.reason is not None  # it stopped the engine itself
+    assert "network-namespace" in result.isolation
+
+
+def test_fork_bomb_hits_the_process_limit(tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("forkbomb", tmp_path, canaries)
+    assert result.reason is not None
+    assert result.reason.startswith("setup command `python bomb.py` failed with exit status")
+    assert "process limit of 64 reached" in result.reason
+    _assert_machine_fine(result)
+
+
+def test_memory_hog_hits_the_memory_limit(tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("memory", tmp_path, canaries)
+    assert result.reason is not None and "memory limit of 2 GiB reached" in result.reason
+    assert result.reason.startswith("the engine stopped with exit status 2")
+
+
+def test_busy_loop_hits_the_cpu_limit(tmp_path: Path, canaries: Secrets) -> None:
+    limits = SandboxLimits(cpu_seconds=3, memory_bytes=2 * GIB, processes=64, wall_seconds=40)
+    result = _run("cpu", tmp_path, canaries, limits)
+    assert result.reason == "the engine was killed by SIGXCPU: CPU time limit (3 s)"
+    _assert_machine_fine(result)
+
+
+def test_hang_hits_the_wall_clock_limit_and_leaves_nothing_behind(
+        tmp_path: Path, canaries: Secrets) -> None:
+    limits = SandboxLimits(wall_seconds=5, memory_bytes=2 * GIB, processes=64)
+    started = time.monotonic()
+    result = _run("hang", tmp_path, canaries, limits)
+    assert time.monotonic() - started < 20
+    assert result.reason == ("setup command `echo HOSTILE-RAN hang; sleep 1000` ran past the "
+                             "5 s wall-clock limit")
+    assert "HOSTILE-RAN hang" in result.stdout_tail
+    _assert_machine_fine(result)
+
+
+def test_big_file_hits_the_file_size_limit(tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("bigfile", tmp_path, canaries)
+    assert result.reason is not None and "file size limit of 16 MiB reached" in result.reason
+
+
+def test_report_swapped_for_a_link_is_refused(tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("report_link", tmp_path, canaries)
+    assert result.report is None
+    assert result.reason == "the engine exited with status 0 but its report is a link (refused)"
+
+
+def test_failing_setup_command_is_named(tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("setup_fails", tmp_path, canaries)
+    assert result.reason == "setup command `exit 3` failed with exit status 3"
+    assert result.exit_code == 3
+    assert "$ echo HOSTILE-RAN preparing\nHOSTILE-RAN preparing" in result.stdout_tail
+    assert "never reached" not in result.stdout_tail
+
+
+def test_refuses_when_the_sandbox_user_cannot_reach_an_exposed_path(
+        tmp_path: Path, canaries: Secrets) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    locked = tmp_path / "locked"
+    (locked / "inner").mkdir(parents=True)
+    locked.chmod(0o700)
+    containment = Containment(namespaces=False, expose=(locked / "inner",))
+    result = _run("benign", tmp_path, canaries, containment=containment)
+    assert result.report is None and result.reason is not None
+    assert result.reason.startswith("refused: the sandbox user (uid ")
+    assert " is mode 0700" in result.reason  # {locked}, or an ancestor of the interpreter
+
+
+def test_refuses_to_run_unisolated_unless_allowed(tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("benign", tmp_path, canaries, containment=Containment(mode="none"))
+    assert result.reason is not None and result.reason.startswith("refused: no isolation")
+
+
+def test_sweep_kills_what_a_dedicated_uid_left_running() -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    uid = sandbox.UID_BASE + secrets.randbelow(sandbox.UID_COUNT)
+    escaped = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[],
+                               start_new_session=True)
+    try:
+        assert _processes_of(uid) == [escaped.pid]
+        sandbox._sweep(uid)
+        assert escaped.wait(timeout=10) == -9
+        assert _processes_of(uid) == []
+    finally:
+        escaped.kill()
+
+
+def test_scrub_redacts_tokens_keys_and_secret_environment_values(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ALIGNBOT_WEBHOOK_SECRETS", "old-secret-123,new-secret-456")
+    key = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\n-----END RSA PRIVATE KEY-----"
+    text = (f"token ghs_{'a' * 36} and ghp_{'B' * 36} {key} "
+            "secrets old-secret-123 new-secret-456 jwt "
+            "eyJhbGciOiJSUzI1NiJ9.eyJpc3MiOjEyMzQ1fQ.c2lnbmF0dXJlc2ln")
+    clean = scrub(text)
+    for secret in ("ghs_", "ghp_", "MIIEow", "old-secret-123", "new-secret-456", "eyJhbGci"):
+        assert secret not in clean
+    assert scrub("-----BEGIN PRIVATE KEY-----\nMIIE cut off") == "[redacted private key]"
+    assert "MIIEvQ" not in scrub("AAAAMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----")
+
+
+def test_report_reader_refuses_fifos_big_files_and_non_reports(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch
+                                                               ) -> None:
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / "fifo.json")
+    assert sandbox._read_report(tmp_path, "out", "fifo.json") == (
+        None, "its report is not a regular file (refused)")
+    (out / "list.json").write_text("[1, 2]")
+    assert "not an object" in sandbox._read_report(tmp_path, "out", "list.json")[1]
+    (out / "bad.json").write_text("{")
+    assert "not valid JSON" in sandbox._read_report(tmp_path, "out", "bad.json")[1]
+    monkeypatch.setattr(sandbox, "REPORT_MAX_BYTES", 100)
+    (out / "big.json").write_text(json.dumps({"findings": [], "pad": "x" * 200}))
+    assert "larger than 100 bytes" in sandbox._read_report(tmp_path, "out", "big.json")[1]
+    (out / "ok.json").write_text(json.dumps({"findings": [], "m": f"ghs_{'a' * 36}"}))
+    assert sandbox._read_report(tmp_path, "out", "ok.json")[0] == {
+        "findings": [], "m": "[redacted token]"}
+    (tmp_path / "linked").symlink_to(out)
+    assert "link" in sandbox._read_report(tmp_path, "linked", "ok.json")[1]
+
+
+def test_repository_cannot_shadow_the_engine_but_the_prelude_sees_it(
+        tmp_path: Path, canaries: Secrets) -> None:
+    result = _run("shadow", tmp_path, canaries)
+    assert result.reason is None, result.stderr_tail
+    assert result.report is not None and result.report["specs_run"] >= 1
+    assert "HOSTILE-RAN" not in result.stderr_tail
