@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lint: $(STAMP)
-	$(BIN)/ruff check checks tests benchmarks examples
+	$(BIN)/ruff check checks bot tests benchmarks examples
 	$(BIN)/mypy
 
 test: lint $(PADDLE_VENV)/.installed

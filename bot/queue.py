@@ -1,0 +1,315 @@
+"""The durable job queue behind a small interface (SQL now, Celery later)."""
+
+from __future__ import annotations
+
+import builtins
+import hashlib
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Any, Protocol, cast
+
+from sqlalchemy import (
+    JSON,
+    Connection,
+    Engine,
+    Row,
+    Table,
+    bindparam,
+    func,
+    insert,
+    select,
+    update,
+)
+
+from bot.models import Job, UtcDateTime, transaction, utcnow
+
+JOBS = cast(Table, Job.__table__)
+
+
+class JobState(StrEnum):
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"
+    FAILED = "failed"
+    SUPERSEDED = "superseded"
+
+
+ACTIVE_STATES = (JobState.QUEUED, JobState.RUNNING)
+
+
+@dataclass(frozen=True)
+class JobRequest:
+    """What a webhook handler asks for: run ``kind`` on ``payload``.
+
+    ``key`` names what the job is about (e.g. ``owner/repo#12``); with ``supersede`` the new job
+    replaces every queued or running job of the same kind and key (a newer push wins).
+    """
+
+    kind: str
+    key: str
+    payload: dict[str, Any] = field(default_factory=dict)
+    supersede: bool = False
+
+
+@dataclass(frozen=True)
+class JobRecord:
+    id: int
+    kind: str
+    key: str
+    payload: dict[str, Any]
+    state: JobState
+    attempts: int
+    error: str | None
+    result: dict[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+    started_at: datetime | None
+    worker: str | None
+    delivery_id: str | None = None
+
+
+class JobQueue(Protocol):
+    """The queue the webhook service fills and workers drain."""
+
+    def enqueue(self, request: JobRequest) -> int: ...
+
+    def claim(self, worker_id: str) -> JobRecord | None: ...
+
+    def complete(self, job_id: int, result: dict[str, Any] | None = None) -> bool: ...
+
+    def fail(self, job_id: int, error: str, retry: bool = False) -> JobState | None: ...
+
+    def is_current(self, job_id: int) -> bool: ...
+
+    def recover(self) -> int: ...
+
+    def get(self, job_id: int) -> JobRecord | None: ...
+
+    def list(
+        self, kind: str | None = None, state: JobState | None = None
+    ) -> builtins.list[JobRecord]: ...
+
+
+class SqlJobQueue:
+    """The job queue in the ``jobs`` table, on SQLite or PostgreSQL.
+
+    Invariants:
+
+    - A job is claimed by one worker only. A claim is a single ``UPDATE … WHERE id = (SELECT …
+      LIMIT 1 FOR UPDATE SKIP LOCKED) AND state = 'queued' RETURNING …``: on PostgreSQL
+      concurrent claimers skip each other's locked row, and on SQLite (which ignores ``FOR
+      UPDATE``) the statement runs under the database's single write lock.
+    - Superseding happens in the enqueueing transaction; on PostgreSQL that transaction first
+      takes an advisory lock on (kind, key), so two concurrent enqueues of the same key cannot
+      both stay current.
+    - Only a ``running`` job can be completed or failed: a result that arrives after the job was
+      superseded is dropped.
+    - ``attempts`` counts claims, so a job that kills its process is failed by ``recover`` after
+      ``max_attempts`` instead of being retried forever.
+    """
+
+    def __init__(
+        self, engine: Engine, *, max_attempts: int = 3, retry_delay: float = 0.0
+    ) -> None:
+        if max_attempts < 1:
+            raise ValueError("max_attempts must be at least 1")
+        self.engine = engine
+        self.max_attempts = max_attempts
+        self.retry_delay = retry_delay  # seconds before a retry, doubled per attempt
+
+    def enqueue(self, request: JobRequest) -> int:
+        with transaction(self.engine) as conn:
+            return self.enqueue_in(conn, request)
+
+    def enqueue_in(
+        self, conn: Connection, request: JobRequest, *, delivery_id: str | None = None
+    ) -> int:
+        """Enqueue within the caller's transaction (a webhook delivery records itself with it)."""
+        now = utcnow()
+        if request.supersede:
+            if conn.dialect.name == "postgresql":
+                conn.execute(select(func.pg_advisory_xact_lock(_lock_id(request))))
+            conn.execute(_SUPERSEDE, {"b_kind": request.kind, "b_key": request.key, "b_now": now})
+        result = conn.execute(
+            _INSERT,
+            {
+                "kind": request.kind,
+                "key": request.key,
+                "payload": request.payload,
+                "state": JobState.QUEUED.value,
+                "attempts": 0,
+                "delivery_id": delivery_id,
+                "created_at": now,
+                "updated_at": now,
+                "available_at": now,
+            },
+        )
+        assert result.inserted_primary_key is not None
+        return int(result.inserted_primary_key[0])
+
+    def claim(self, worker_id: str) -> JobRecord | None:
+        with transaction(self.engine) as conn:
+            row = conn.execute(_CLAIM, {"b_now": utcnow(), "b_worker": worker_id}).first()
+        return None if row is None else _record(row)
+
+    def complete(self, job_id: int, result: dict[str, Any] | None = None) -> bool:
+        """Mark a running job done; False (and nothing changes) if it is no longer running."""
+        with transaction(self.engine) as conn:
+            updated = conn.execute(
+                _COMPLETE, {"b_id": job_id, "b_result": result, "b_now": utcnow()}
+            )
+        return updated.rowcount == 1
+
+    def fail(self, job_id: int, error: str, retry: bool = False) -> JobState | None:
+        """Record a failure: back to queued when ``retry`` and attempts remain, else failed.
+
+        Returns the new state, or None if the job was not running (e.g. superseded meanwhile).
+        """
+        with transaction(self.engine) as conn:
+            attempts = conn.execute(
+                select(JOBS.c.attempts)
+                .where(JOBS.c.id == job_id, JOBS.c.state == JobState.RUNNING)
+                .with_for_update()
+            ).scalar()
+            if attempts is None:
+                return None
+            now = utcnow()
+            values: dict[str, Any] = {"error": error, "updated_at": now}
+            if retry and attempts < self.max_attempts:
+                delay = self.retry_delay * 2 ** max(attempts - 1, 0)
+                values.update(
+                    state=JobState.QUEUED,
+                    available_at=now + timedelta(seconds=delay),
+                    started_at=None,
+                    worker=None,
+                )
+            else:
+                values["state"] = JobState.FAILED
+            conn.execute(update(JOBS).where(JOBS.c.id == job_id).values(**values))
+        return JobState(values["state"])
+
+    def is_current(self, job_id: int) -> bool:
+        """True while the job is queued or running (False once superseded, finished or gone)."""
+        with transaction(self.engine) as conn:
+            state = conn.execute(_STATE, {"b_id": job_id}).scalar()
+        return state in ACTIVE_STATES
+
+    def recover(self, stale_after: float | None = None) -> int:
+        """Put jobs left ``running`` by a dead process back in the queue; returns how many were
+        recovered (requeued, or failed when their attempts are used up).
+
+        Call it at start-up. With ``stale_after`` (seconds) only jobs started longer ago than
+        that are touched: use it when other live processes share the database.
+        """
+        now = utcnow()
+        stranded = JOBS.c.state == JobState.RUNNING
+        if stale_after is not None:
+            stranded &= JOBS.c.started_at < now - timedelta(seconds=stale_after)
+        with transaction(self.engine) as conn:
+            failed = conn.execute(
+                update(JOBS)
+                .where(stranded, JOBS.c.attempts >= self.max_attempts)
+                .values(
+                    state=JobState.FAILED,
+                    error="interrupted: the process running it stopped "
+                    f"{self.max_attempts} times",
+                    updated_at=now,
+                )
+            ).rowcount
+            requeued = conn.execute(
+                update(JOBS)
+                .where(stranded)
+                .values(state=JobState.QUEUED, started_at=None, worker=None, updated_at=now)
+            ).rowcount
+        return int(failed) + int(requeued)
+
+    def get(self, job_id: int) -> JobRecord | None:
+        with transaction(self.engine) as conn:
+            row = conn.execute(select(JOBS).where(JOBS.c.id == job_id)).first()
+        return None if row is None else _record(row)
+
+    def list(
+        self, kind: str | None = None, state: JobState | None = None
+    ) -> builtins.list[JobRecord]:
+        """Jobs in the order they were enqueued, optionally of one kind and/or state."""
+        query = select(JOBS).order_by(JOBS.c.id)
+        if kind is not None:
+            query = query.where(JOBS.c.kind == kind)
+        if state is not None:
+            query = query.where(JOBS.c.state == JobState(state))
+        with transaction(self.engine) as conn:
+            return [_record(row) for row in conn.execute(query)]
+
+
+# The statements run for every delivery and job are built once: building and cache-keying
+# SQLAlchemy statements costs more CPU than SQLite takes to run them.
+_NOW = bindparam("b_now", type_=UtcDateTime())
+_SUPERSEDE = (
+    update(JOBS)
+    .where(
+        JOBS.c.kind == bindparam("b_kind"),
+        JOBS.c.key == bindparam("b_key"),
+        JOBS.c.state.in_([state.value for state in ACTIVE_STATES]),
+    )
+    .values(state=JobState.SUPERSEDED.value, updated_at=_NOW)
+)
+_INSERT = insert(JOBS)
+_CANDIDATE = JOBS.alias("candidate")  # an alias, so the subquery is not correlated
+_CLAIM = (
+    update(JOBS)
+    .where(
+        JOBS.c.id
+        == select(_CANDIDATE.c.id)
+        .where(_CANDIDATE.c.state == JobState.QUEUED.value, _CANDIDATE.c.available_at <= _NOW)
+        .order_by(_CANDIDATE.c.id)
+        .limit(1)
+        .with_for_update(skip_locked=True)  # PostgreSQL; SQLite has its single writer
+        .scalar_subquery(),
+        JOBS.c.state == JobState.QUEUED.value,
+    )
+    .values(
+        state=JobState.RUNNING.value,
+        attempts=JOBS.c.attempts + 1,
+        started_at=_NOW,
+        updated_at=_NOW,
+        worker=bindparam("b_worker"),
+    )
+    .returning(*JOBS.c)
+)
+_COMPLETE = (
+    update(JOBS)
+    .where(JOBS.c.id == bindparam("b_id"), JOBS.c.state == JobState.RUNNING.value)
+    .values(
+        state=JobState.DONE.value,
+        result=bindparam("b_result", type_=JSON()),
+        error=None,
+        updated_at=_NOW,
+    )
+)
+_STATE = select(JOBS.c.state).where(JOBS.c.id == bindparam("b_id"))
+
+
+def _record(row: Row[Any]) -> JobRecord:
+    values = row._mapping
+    return JobRecord(
+        id=values["id"],
+        kind=values["kind"],
+        key=values["key"],
+        payload=values["payload"],
+        state=JobState(values["state"]),
+        attempts=values["attempts"],
+        error=values["error"],
+        result=values["result"],
+        created_at=values["created_at"],
+        updated_at=values["updated_at"],
+        started_at=values["started_at"],
+        worker=values["worker"],
+        delivery_id=values["delivery_id"],
+    )
+
+
+def _lock_id(request: JobRequest) -> int:
+    """A stable signed 64-bit id for PostgreSQL's advisory lock on (kind, key)."""
+    digest = hashlib.blake2b(f"{request.kind}\0{request.key}".encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)

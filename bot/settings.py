@@ -1,0 +1,215 @@
+"""Environment settings for the GitHub App (``ALIGNBOT_*``), with one clear error per bad value."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from contextvars import ContextVar
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic_settings import (
+    BaseSettings,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+)
+from sqlalchemy.engine import make_url
+
+ENV_PREFIX = "ALIGNBOT_"
+MIB = 1024 * 1024
+
+# Set while load_settings() validates an explicit mapping, so that os.environ is not merged in.
+_ONLY_INIT: ContextVar[bool] = ContextVar("alignbot_settings_only_init", default=False)
+
+
+class SettingsError(ValueError):
+    """Settings are missing or malformed; the message has one line per variable."""
+
+
+class Settings(BaseSettings):
+    """The service's configuration. Secrets are ``SecretStr`` and never appear in ``repr``."""
+
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_ignore_empty=True, extra="ignore", frozen=True
+    )
+
+    app_id: int = Field(gt=0, description="the GitHub App's numeric id (a positive integer)")
+    # Declared before private_key: its validator reads the file named here.
+    private_key_file: Path | None = Field(
+        default=None, description="the path of a readable PEM private key file"
+    )
+    private_key: SecretStr = Field(
+        default=SecretStr(""),
+        validate_default=True,
+        description=(
+            "the GitHub App's PEM private key (-----BEGIN ... PRIVATE KEY-----), "
+            f"or set {ENV_PREFIX}PRIVATE_KEY_FILE"
+        ),
+    )
+    webhook_secrets: Annotated[list[SecretStr], NoDecode] = Field(
+        min_length=1,
+        description="one or more webhook secrets, comma-separated (several during rotation)",
+    )
+    database_url: str = Field(
+        default="sqlite:///alignbot.db",
+        description="an SQLAlchemy URL: sqlite:///path.db or postgresql+psycopg://user@host/db",
+    )
+    github_api_url: str = Field(
+        default="https://api.github.com",
+        description="the GitHub REST API base URL (http:// or https://)",
+    )
+    host: str = Field(default="127.0.0.1", min_length=1, description="the address to listen on")
+    port: int = Field(default=8080, ge=0, le=65535, description="a TCP port from 0 to 65535")
+    workers: int = Field(default=1, ge=1, le=64, description="a number of worker threads, 1 to 64")
+    job_timeout_seconds: float = Field(
+        default=900, gt=0, description="a positive number of seconds"
+    )
+    max_body_bytes: int = Field(
+        default=25 * MIB, gt=0, description="a positive number of bytes (GitHub sends up to 25 MiB)"
+    )
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        if _ONLY_INIT.get():
+            return (init_settings,)
+        return (init_settings, env_settings, dotenv_settings, file_secret_settings)
+
+    @field_validator("webhook_secrets", mode="before")
+    @classmethod
+    def _split_secrets(cls, value: Any) -> Any:
+        if isinstance(value, str | SecretStr):
+            text = value.get_secret_value() if isinstance(value, SecretStr) else value
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("private_key_file")
+    @classmethod
+    def _readable_file(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            _read_pem(value)
+        return value
+
+    @field_validator("private_key")
+    @classmethod
+    def _load_private_key(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        text = value.get_secret_value()
+        key_file = info.data.get("private_key_file")
+        if not text and key_file is not None:
+            text = _read_pem(key_file)
+        if not text:
+            raise ValueError("missing")
+        if "\n" not in text and "\\n" in text:  # a PEM squeezed into one env line
+            text = text.replace("\\n", "\n")
+        if not _looks_like_pem(text):
+            raise ValueError("not a PEM private key")
+        return SecretStr(text)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url(cls, value: str) -> str:
+        try:
+            url = make_url(value)
+        except Exception as error:  # SQLAlchemy raises ArgumentError, ValueError, …
+            raise ValueError("not a database URL") from error
+        if url.get_backend_name() not in ("sqlite", "postgresql"):
+            raise ValueError(f"unsupported database {url.get_backend_name()!r}")
+        return value
+
+    @field_validator("github_api_url")
+    @classmethod
+    def _api_url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://")):
+            raise ValueError(f"got {value!r}")
+        return value.rstrip("/")
+
+    def webhook_secret_bytes(self) -> list[bytes]:
+        """The webhook secrets as the bytes HMAC keys are made of."""
+        return [secret.get_secret_value().encode() for secret in self.webhook_secrets]
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            if name == "database_url":
+                value = redact_url(str(value))
+            yield name, value
+
+
+def redact_url(url: str) -> str:
+    """``url`` with any password replaced by ``***``, for logs and reprs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparsable URL>"
+
+
+def load_settings(env: Mapping[str, str] | None = None) -> Settings:
+    """Settings from ``env`` (default ``os.environ``); ``SettingsError`` names each problem."""
+    source = os.environ if env is None else env
+    prefixed = {key.upper(): value for key, value in source.items()}
+    values: dict[str, Any] = {}
+    for name in Settings.model_fields:
+        raw = prefixed.get(env_name(name))
+        if raw is not None and raw.strip() != "":
+            values[name] = raw
+    token = _ONLY_INIT.set(True)
+    try:
+        return Settings(**values)
+    except ValidationError as error:
+        raise SettingsError(format_errors(error, values)) from None
+    finally:
+        _ONLY_INIT.reset(token)
+
+
+def env_name(field: str) -> str:
+    return ENV_PREFIX + field.upper()
+
+
+def format_errors(error: ValidationError, values: Mapping[str, Any]) -> str:
+    """One line per variable: its name, what is wrong, and what it should be."""
+    problems: dict[str, str] = {}
+    for item in error.errors(include_url=False, include_input=False):
+        field = str(item["loc"][0]) if item["loc"] else ""
+        if field not in Settings.model_fields or field in problems:
+            continue
+        problems[field] = _problem(field, item["type"], item["msg"], values.get(field))
+    if "private_key_file" in problems:  # the key's own "missing" would only repeat it
+        problems.pop("private_key", None)
+    lines = []
+    for field, problem in problems.items():
+        expected = Settings.model_fields[field].description or "a valid value"
+        lines.append(f"{env_name(field)}: {problem}; expected {expected}")
+    return "invalid alignbot settings:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _problem(field: str, kind: str, message: str, raw: Any) -> str:
+    if kind == "missing":
+        return "missing"
+    if kind == "value_error":
+        return message.removeprefix("Value error, ")
+    if field in ("private_key", "webhook_secrets") or raw is None:
+        return "invalid value"
+    shown = str(raw)
+    return f"got {shown[:60]!r}" + ("…" if len(shown) > 60 else "")
+
+
+def _read_pem(path: Path) -> str:
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise ValueError(f"cannot read {str(path)!r}: {reason}") from None
+    if not _looks_like_pem(text):
+        raise ValueError(f"{str(path)!r} does not hold a PEM private key")
+    return text
+
+
+def _looks_like_pem(text: str) -> bool:
+    return "-----BEGIN" in text and "PRIVATE KEY-----" in text

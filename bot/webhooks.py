@@ -1,0 +1,399 @@
+"""Webhook intake: HMAC verification, delivery de-duplication, routing to jobs, one transaction."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol, TypeVar, cast
+from urllib.parse import parse_qs
+
+from sqlalchemy import Connection, Engine, Table, exists, insert, select, update
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.exc import IntegrityError
+
+from bot.models import Delivery, Installation, transaction, utcnow
+from bot.queue import JobRequest, SqlJobQueue
+
+log = logging.getLogger(__name__)
+
+SIGNATURE_HEADER = "x-hub-signature-256"
+EVENT_HEADER = "x-github-event"
+DELIVERY_HEADER = "x-github-delivery"
+DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
+MAX_NAME_LENGTH = 64  # event names, actions and delivery ids (a GUID is 36)
+INSTALLATION_EVENTS = ("installation", "installation_repositories")
+
+DELIVERIES = cast(Table, Delivery.__table__)
+INSTALLATIONS = cast(Table, Installation.__table__)
+_INSERT_DELIVERY = insert(DELIVERIES)  # built once: it runs for every delivery
+
+
+def verify_signature(secrets: Sequence[bytes], body: bytes, header: str | None) -> bool:
+    """True if ``header`` (``sha256=<hex>``) is the HMAC-SHA256 of ``body`` under any secret."""
+    if not header or not secrets:
+        return False
+    scheme, _, digest = header.strip().partition("=")
+    if scheme != "sha256":
+        return False
+    try:
+        given = bytes.fromhex(digest)
+    except ValueError:
+        return False
+    matched = False
+    for secret in secrets:  # no early exit: timing does not tell which secret matched
+        expected = hmac.new(secret, body, hashlib.sha256).digest()
+        matched |= hmac.compare_digest(expected, given)
+    return matched
+
+
+@dataclass(frozen=True)
+class Event:
+    """One verified webhook delivery."""
+
+    name: str
+    action: str | None
+    delivery_id: str
+    payload: dict[str, Any] = field(repr=False)
+
+    @property
+    def installation_id(self) -> int | None:
+        installation = self.payload.get("installation")
+        return _int(installation.get("id")) if isinstance(installation, dict) else None
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.name}.{self.action}" if self.action else self.name
+
+
+class PayloadError(ValueError):
+    """The payload lacks a field a handler needs; the handler is skipped, the delivery kept."""
+
+
+def require(payload: Mapping[str, Any], *path: str | int) -> Any:
+    """``payload[path[0]][path[1]]…``, or ``PayloadError`` naming the first missing/null step.
+
+    GitHub sends ``null`` where a thing is gone, e.g. ``pull_request.head.repo`` when the fork
+    was deleted; handlers reach into payloads through this so that such a delivery is skipped
+    with a clear log line instead of raising ``TypeError`` deep inside.
+    """
+    value: Any = payload
+    for depth, step in enumerate(path):
+        here = ".".join(str(part) for part in path[: depth + 1])
+        if isinstance(step, int) and isinstance(value, list):
+            if not -len(value) <= step < len(value):
+                raise PayloadError(f"{here} is missing")
+            value = value[step]
+        elif isinstance(step, str) and isinstance(value, Mapping):
+            if step not in value:
+                raise PayloadError(f"{here} is missing")
+            value = value[step]
+        else:
+            raise PayloadError(f"{here} is missing ({_kind(value)} where a container was expected)")
+        if value is None:
+            raise PayloadError(f"{here} is null")
+    return value
+
+
+def _kind(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+Handler = Callable[[Event], list[JobRequest]]
+H = TypeVar("H", bound=Handler)
+ANY_ACTION = None
+
+
+class WebhookRouter:
+    """Maps (event, action) to pure handlers that turn an ``Event`` into ``JobRequest``s.
+
+    Handlers must not touch the database or the network: they run inside the webhook request.
+    A handler that raises is skipped (and logged); the delivery and the other handlers' jobs are
+    still accepted, so a malformed payload never turns into a 500.
+    """
+
+    def __init__(self) -> None:
+        self._handlers: dict[str, dict[str | None, list[Handler]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+
+    def on(self, event: str, *actions: str) -> Callable[[H], H]:
+        """Decorator: run the handler for ``event`` (only for ``actions`` if any are given)."""
+
+        def register(handler: H) -> H:
+            self.add(handler, event, *actions)
+            return handler
+
+        return register
+
+    def add(self, handler: Handler, event: str, *actions: str) -> None:
+        for action in actions or (ANY_ACTION,):
+            self._handlers[event][action].append(handler)
+
+    def include(self, other: WebhookRouter) -> None:
+        """Adds every handler of ``other`` (a feature module's own router)."""
+        for event, by_action in other._handlers.items():
+            for action, handlers in by_action.items():
+                self._handlers[event][action].extend(handlers)
+
+    def handlers(self, event: Event) -> list[Handler]:
+        by_action = self._handlers.get(event.name, {})
+        chosen = list(by_action.get(ANY_ACTION, []))
+        if event.action is not None:
+            chosen += by_action.get(event.action, [])
+        return chosen
+
+    def route(self, event: Event) -> list[JobRequest]:
+        requests: list[JobRequest] = []
+        for handler in self.handlers(event):
+            requests += _run_handler(handler, event)
+        return requests
+
+
+def _run_handler(handler: Handler, event: Event) -> list[JobRequest]:
+    name = getattr(handler, "__qualname__", repr(handler))
+    try:
+        produced = handler(event)
+    except PayloadError as error:
+        log.warning("delivery %s (%s): %s skipped: %s",
+                    event.delivery_id, event.qualified_name, name, error)
+        return []
+    except Exception:
+        log.exception("delivery %s (%s): %s failed; skipped",
+                      event.delivery_id, event.qualified_name, name)
+        return []
+    if produced is None:
+        return []
+    if not isinstance(produced, list | tuple) or not all(
+        isinstance(request, JobRequest) for request in produced
+    ):
+        log.error("delivery %s: %s returned %r, not a list of JobRequest; ignored",
+                  event.delivery_id, name, type(produced).__name__)
+        return []
+    return list(produced)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """The answer to one delivery: an HTTP status and a JSON body (``{"error": …}`` on 4xx/5xx)."""
+
+    status_code: int
+    body: dict[str, Any]
+    job_ids: tuple[int, ...] = ()
+
+    @classmethod
+    def error(cls, status_code: int, message: str) -> Acceptance:
+        return cls(status_code, {"error": message})
+
+
+class DeliveryStore(Protocol):
+    def record(self, event: Event, requests: Sequence[JobRequest]) -> list[int] | None:
+        """Record the delivery and enqueue ``requests`` atomically; None if already recorded."""
+        ...
+
+
+class SqlDeliveryStore:
+    """Deliveries, installation changes and their jobs, written in one transaction."""
+
+    def __init__(self, engine: Engine, queue: SqlJobQueue | None = None) -> None:
+        self.engine = engine
+        self.queue = queue or SqlJobQueue(engine)
+
+    def record(self, event: Event, requests: Sequence[JobRequest]) -> list[int] | None:
+        try:
+            with transaction(self.engine) as conn:
+                conn.execute(
+                    _INSERT_DELIVERY,
+                    {
+                        "id": event.delivery_id,
+                        "event": event.name,
+                        "action": event.action,
+                        "installation_id": event.installation_id,
+                        "jobs": len(requests),
+                        "received_at": utcnow(),
+                    },
+                )
+                if event.name in INSTALLATION_EVENTS:
+                    apply_installation_event(conn, event)
+                return [
+                    self.queue.enqueue_in(conn, request, delivery_id=event.delivery_id)
+                    for request in requests
+                ]
+        except IntegrityError:
+            if self.seen(event.delivery_id):
+                return None
+            raise
+
+    def seen(self, delivery_id: str) -> bool:
+        with transaction(self.engine) as conn:
+            found = conn.execute(select(exists().where(DELIVERIES.c.id == delivery_id)))
+            return bool(found.scalar())
+
+    def prune(self, before: datetime) -> int:
+        """Forget deliveries received before ``before``; GitHub lets one redeliver for days."""
+        with transaction(self.engine) as conn:
+            deleted = conn.execute(DELIVERIES.delete().where(DELIVERIES.c.received_at < before))
+            return int(deleted.rowcount)
+
+
+def apply_installation_event(conn: Connection, event: Event) -> None:
+    """Keeps the ``installations`` row in step with an ``installation*`` event."""
+    installation = event.payload.get("installation")
+    if not isinstance(installation, dict) or _int(installation.get("id")) is None:
+        log.warning("delivery %s (%s): no installation id; not recorded",
+                    event.delivery_id, event.qualified_name)
+        return
+    installation_id = cast(int, _int(installation.get("id")))
+    flags: dict[str, Any] = {}
+    if event.name == "installation":
+        flags = {
+            "created": {"deleted": False, "suspended": False},
+            "deleted": {"deleted": True},
+            "suspend": {"suspended": True},
+            "unsuspend": {"suspended": False},
+        }.get(event.action or "", {})
+    repositories = _upsert_installation(conn, installation_id, installation, flags)
+    if event.name == "installation" and event.action == "created":
+        repositories = _full_names(event.payload.get("repositories"))
+    elif event.name == "installation_repositories":
+        removed = set(_full_names(event.payload.get("repositories_removed")))
+        added = _full_names(event.payload.get("repositories_added"))
+        repositories = [name for name in repositories if name not in removed] + added
+    else:
+        return
+    conn.execute(
+        update(INSTALLATIONS)
+        .where(INSTALLATIONS.c.id == installation_id)
+        .values(repositories=sorted(set(repositories)))
+    )
+
+
+def _upsert_installation(
+    conn: Connection, installation_id: int, installation: dict[str, Any], flags: dict[str, Any]
+) -> list[str]:
+    """Insert or update the row (locking it on PostgreSQL); returns its repositories."""
+    account = installation.get("account")
+    account = account if isinstance(account, dict) else {}
+    now = utcnow()
+    values: dict[str, Any] = {"updated_at": now, **flags}
+    for column, value, limit in (
+        ("account_login", account.get("login"), 255),
+        ("account_type", account.get("type"), 32),
+        ("repository_selection", installation.get("repository_selection"), 16),
+    ):
+        if (text := _text(value, limit)) is not None:
+            values[column] = text
+    dialect_insert = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    statement = dialect_insert(INSTALLATIONS).values(
+        id=installation_id,
+        created_at=now,
+        repositories=[],
+        **{"account_login": "", **values},
+    )
+    conn.execute(statement.on_conflict_do_update(index_elements=["id"], set_=values))
+    current = conn.execute(
+        select(INSTALLATIONS.c.repositories).where(INSTALLATIONS.c.id == installation_id)
+    ).scalar()
+    return list(current or [])
+
+
+def _full_names(repositories: Any) -> list[str]:
+    if not isinstance(repositories, list):
+        return []
+    return [
+        repository["full_name"]
+        for repository in repositories
+        if isinstance(repository, dict) and isinstance(repository.get("full_name"), str)
+    ]
+
+
+def _int(value: Any) -> int | None:
+    """``value`` if it is an integer a BIGINT column holds, else None."""
+    if isinstance(value, int) and not isinstance(value, bool) and -(2**63) <= value < 2**63:
+        return value
+    return None
+
+
+def _text(value: Any, limit: int) -> str | None:
+    """``value`` if it is a string a VARCHAR column holds (PostgreSQL refuses NUL), else None."""
+    if isinstance(value, str) and value and len(value) <= limit and "\x00" not in value:
+        return value
+    return None
+
+
+def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any] | None:
+    """The JSON object in ``body`` (raw JSON, or form-encoded ``payload=``), or None."""
+    if content_type and content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
+        try:
+            fields = parse_qs(body.decode(), strict_parsing=True)
+        except (UnicodeDecodeError, ValueError):
+            return None
+        body = (fields.get("payload") or [""])[0].encode()
+    try:
+        payload = json.loads(body, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
+        return None
+    return payload if isinstance(payload, dict) else None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def accept(
+    store: DeliveryStore,
+    router: WebhookRouter,
+    headers: Mapping[str, str],
+    body: bytes,
+    *,
+    secrets: Sequence[bytes],
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> Acceptance:
+    """Verify, parse, route and record one delivery; never raises for bad input."""
+    if len(body) > max_body_bytes:
+        return Acceptance.error(413, f"the body is larger than {max_body_bytes} bytes")
+    lowered = {name.lower(): value for name, value in headers.items()}
+    if not verify_signature(secrets, body, lowered.get(SIGNATURE_HEADER)):
+        return Acceptance.error(401, "missing or invalid X-Hub-Signature-256")
+    name = _text(lowered.get(EVENT_HEADER, "").strip(), MAX_NAME_LENGTH)
+    if name is None:
+        return Acceptance.error(400, "missing or malformed X-GitHub-Event header")
+    delivery_id = _text(lowered.get(DELIVERY_HEADER, "").strip(), MAX_NAME_LENGTH)
+    if delivery_id is None:
+        return Acceptance.error(400, "missing or malformed X-GitHub-Delivery header")
+    payload = parse_payload(body, lowered.get("content-type"))
+    if payload is None:
+        return Acceptance.error(400, "the body is not a JSON object")
+    event = Event(name, _text(payload.get("action"), MAX_NAME_LENGTH), delivery_id, payload)
+    return _record(store, router, event)
+
+
+def _record(store: DeliveryStore, router: WebhookRouter, event: Event) -> Acceptance:
+    requests = [] if event.name == "ping" else router.route(event)
+    try:
+        job_ids = store.record(event, requests)
+    except Exception:  # the database is down or refused a value: say so, never a bare 500
+        log.exception("delivery %s (%s): could not be recorded", event.delivery_id, event.name)
+        return Acceptance.error(
+            503, "could not record the delivery; redeliver it from the App's advanced settings"
+        )
+    if job_ids is None:
+        log.info("delivery %s (%s): duplicate, ignored", event.delivery_id, event.qualified_name)
+        return Acceptance(200, {"status": "duplicate"})
+    log.info("delivery %s (%s): %d job(s) %s",
+             event.delivery_id, event.qualified_name, len(job_ids), job_ids)
+    if job_ids:
+        return Acceptance(202, {"status": "queued", "jobs": len(job_ids)}, tuple(job_ids))
+    if event.name == "ping":
+        status = "pong"
+    elif event.name in INSTALLATION_EVENTS:
+        status = "recorded"
+    else:
+        status = "ignored"
+    return Acceptance(200, {"status": status, "jobs": 0})
