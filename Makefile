@@ -21,7 +21,7 @@ test: lint $(PADDLE_VENV)/.installed
 	ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q
 
 demo: $(STAMP)
-	$(BIN)/python examples/demo.py
+	$(BIN)/alignbot demo
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_overhead.py

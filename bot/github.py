@@ -30,7 +30,7 @@ class ApiOptions:
 
 def make_retry(options: ApiOptions) -> GithubRetry:
     return GithubRetry(total=options.retries, backoff_factor=0.5, backoff_max=30,
-                       status_forcelist=(500, 502, 503, 504),
+                       status_forcelist=[500, 502, 503, 504],
                        secondary_rate_wait=min(60.0, options.max_wait),
                        max_rate_limit_wait=int(options.max_wait),
                        retry_after_max=int(options.max_wait))

@@ -69,6 +69,18 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=25 * MIB, gt=0, description="a positive number of bytes (GitHub sends up to 25 MiB)"
     )
+    github_max_wait: float = Field(
+        default=120, gt=0, description="the longest rate-limit wait in seconds (positive)"
+    )
+    github_write_interval: float = Field(
+        default=1.0, ge=0, description="seconds between GitHub writes (0 or more)"
+    )
+    sandbox_wall_seconds: int = Field(
+        default=900, gt=0, description="a positive number of seconds per sandboxed check"
+    )
+    sandbox_memory_bytes: int = Field(
+        default=4 * 1024 * MIB, gt=0, description="a positive number of bytes per sandbox process"
+    )
 
     @classmethod
     def settings_customise_sources(

@@ -34,6 +34,8 @@ class CandidateConfig:
     timeout: float = 60.0
     start_timeout: float = 180.0
     env: dict[str, str] | None = None
+    # folders the candidate can import from (default: where alignbot was started)
+    sys_path: tuple[str, ...] = field(default_factory=lambda: (os.getcwd(),))
 
 
 @dataclass
@@ -99,7 +101,8 @@ class CandidateProcess:
             stderr.close()
         self.starts += 1
         reply = self._exchange({"cmd": "start", "prelude": self.config.prelude,
-                                "overrides": self.config.overrides},
+                                "overrides": self.config.overrides,
+                                "sys_path": list(self.config.sys_path)},
                                self.config.start_timeout)
         if reply is None:
             tail = self._stderr_tail()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import json
 import os
 import re
 import sys
@@ -72,9 +74,25 @@ def build_parser() -> argparse.ArgumentParser:
     chk.add_argument("--third-python", metavar="PATH", help="interpreter for --third")
     chk.add_argument("--tracker", default=DEFAULT_TRACKER, metavar="OWNER/REPO",
                      help="where upstream drafts are filed (default pytorch/pytorch)")
+    chk.add_argument("--rtol", type=float, metavar="R",
+                     help="relative tolerance for every spec (with --atol)")
+    chk.add_argument("--atol", type=float, metavar="A",
+                     help="absolute tolerance for every spec (with --rtol)")
     chk.add_argument("--no-timings", action="store_true",
                      help="leave seconds out of the JSON report (byte-identical reruns)")
     chk.set_defaults(func=cmd_check)
+
+    serve = commands.add_parser("serve", help="run the GitHub App (webhooks, worker)")
+    serve.add_argument("--host", help="address to listen on (ALIGNBOT_HOST)")
+    serve.add_argument("--port", type=int, help="port to listen on (ALIGNBOT_PORT)")
+    serve.set_defaults(func=cmd_serve)
+
+    demo = commands.add_parser("demo", help="the app end to end against a GitHub test server")
+    demo.set_defaults(func=cmd_demo)
+
+    schema = commands.add_parser("config-schema",
+                                 help="print the JSON schema of .github/alignbot.yml")
+    schema.set_defaults(func=cmd_config_schema)
 
     for name, what in (("repro", "print a finding's repro script"),
                        ("upstream", "print a finding's upstream issue draft")):
@@ -136,6 +154,12 @@ def cmd_check(args: argparse.Namespace) -> int:
     config, description = _candidate(args)
     specs = _specs(args)
     progress = Progress(len(specs), enabled=not args.no_progress and sys.stderr.isatty())
+    if (args.rtol is None) != (args.atol is None):
+        raise UsageError("give --rtol and --atol together, or neither")
+    if args.rtol is not None:
+        if args.rtol < 0 or args.atol < 0:
+            raise UsageError("--rtol and --atol must not be negative")
+        specs = [dataclasses.replace(s, rtol=args.rtol, atol=args.atol) for s in specs]
     if args.shrink_calls < 1 or args.shrink_seconds <= 0:
         raise UsageError("--shrink-calls and --shrink-seconds must be positive")
     if not TRACKER.fullmatch(args.tracker):
@@ -182,6 +206,39 @@ def _finding(path: Path, fingerprint: str) -> dict[str, Any]:
             return dict(finding)
     known = ", ".join(f["fingerprint"] for f in data["findings"]) or "none"
     raise UsageError(f"no finding {fingerprint!r} in {path} (findings: {known})")
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from bot.serve import serve
+    from bot.settings import SettingsError, load_settings
+
+    env = dict(os.environ)
+    if args.host:
+        env["ALIGNBOT_HOST"] = args.host
+    if args.port is not None:
+        env["ALIGNBOT_PORT"] = str(args.port)
+    try:
+        settings = load_settings(env)
+    except SettingsError as exc:
+        raise UsageError(f"the service cannot start:\n{exc}") from exc
+    serve(settings)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from bot.demo import run_demo
+
+    try:
+        return run_demo()
+    except (RuntimeError, TimeoutError) as exc:
+        raise UsageError(f"the demo failed: {exc}") from exc
+
+
+def cmd_config_schema(args: argparse.Namespace) -> int:
+    from bot.config import config_schema
+
+    print(json.dumps(config_schema(), indent=2, sort_keys=True))
+    return 0
 
 
 def cmd_repro(args: argparse.Namespace) -> int:

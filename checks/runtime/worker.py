@@ -34,6 +34,8 @@ def _load_callable(spec: str) -> Any:
 
 
 def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
+    for entry in reversed(message.get("sys_path") or []):
+        sys.path.insert(0, entry)  # the candidate's own folder, as for `python -c` run there
     namespace: dict[str, Any] = {"__name__": "__alignbot_prelude__"}
     exec(compile(message["prelude"], "<prelude>", "exec"), namespace)
     if "torch" not in namespace:
@@ -49,7 +51,18 @@ def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
     return namespace["torch"], hooks
 
 
+def _hide_runtime() -> None:
+    """The runtime's modules (``values``, ``wire``, …) must not shadow the candidate's own."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    for name in ("values", "wire", "replay"):
+        module = sys.modules.pop(name, None)
+        if module is not None:
+            sys.modules[f"_alignbot_{name}"] = module
+
+
 def main() -> int:
+    _hide_runtime()
     progress_path = sys.argv[1]
     out = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)

@@ -1,9 +1,9 @@
 """fastops: a tiny kernel library that replaces a few torch ops (the demo's candidate).
 
 ``fastops.enable()`` swaps ``torch.nn.functional.softplus`` and ``torch.nn.functional.mish``
-for hand-written versions with custom backward passes. The softplus backward has a planted
-bug: it forgets ``beta`` in the gradient, so values agree while gradients do not whenever
-``beta != 1``.
+for hand-written versions with custom backward passes. This is the repository's main branch:
+both agree with PyTorch. ``examples/pull-request/fastops.py`` is a pull request that breaks the
+softplus backward.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ class _Softplus(torch.autograd.Function):
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
         (x,) = ctx.saved_tensors
         scaled = x * ctx.beta
-        sig = torch.sigmoid(x)  # BUG: should be sigmoid(x * beta)
+        sig = torch.sigmoid(scaled)
         return torch.where(scaled > ctx.threshold, grad, grad * sig), None, None
 
 

@@ -1,0 +1,19 @@
+"""alignbot's GitHub App: webhooks in, alignment checks on pull requests, one sticky comment out.
+
+Module map (one concern each; none of the feature modules knows about HTTP):
+
+- ``settings.py``   environment settings (pydantic-settings), one clear error per bad value
+- ``models.py``     SQLAlchemy tables: deliveries, jobs (and later reminder state)
+- ``queue.py``      the durable job queue behind a small interface (SQL now, Celery later)
+- ``webhooks.py``   HMAC verification, delivery de-duplication, routing, enqueue, 2xx at once
+- ``app.py``        the FastAPI application (``POST /webhook``, ``GET /healthz``)
+- ``worker.py``     the embedded worker that claims jobs and runs their handlers
+- ``github.py``     GitHub App access through PyGithub: JWT, cached installation tokens,
+                    bounded retries, configurable API base URL
+- ``config.py``     ``.github/alignbot.yml``: the per-repository configuration
+- ``sandbox.py``    runs untrusted pull-request code (setup + engine) with no secrets,
+                    resource limits, a timeout and no network
+- ``alignment.py``  the feature: pull request → job → sandboxed check → check run + comment
+- ``output.py``     check-run and sticky-comment rendering from templates/, within GitHub's limits
+- ``serve.py``      ``alignbot serve``: service, worker (and scheduler) in one process
+"""

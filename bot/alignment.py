@@ -1,0 +1,223 @@
+"""The alignment feature: a pull request that touches op code gets a sandboxed check, one
+check run and one sticky comment, edited in place on later pushes."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from github import GithubException
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+
+from .archive import extract_tarball
+from .config import ConfigError, RepoConfig, load_config
+from .github import GitHubApp
+from .output import CHECK_NAME, MARKER, CheckContext, batches, check_output, comment_body
+from .queue import JobQueue, JobRecord, JobRequest
+from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
+from .webhooks import Event, WebhookRouter
+
+log = logging.getLogger(__name__)
+
+CONFIG_PATH = ".github/alignbot.yml"
+JOB_KIND = "align"
+PR_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
+
+
+def align_request(payload: dict[str, Any], pr: dict[str, Any], head_sha: str, trigger: str
+                  ) -> JobRequest | None:
+    """The job for one pull request head, or None (with a log line) when it cannot run."""
+    repo = (payload.get("repository") or {}).get("full_name")
+    installation = (payload.get("installation") or {}).get("id")
+    number = pr.get("number")
+    if not (repo and installation and number and head_sha):
+        log.info("skipping %s: the payload lacks repository, installation or pull request",
+                 trigger)
+        return None
+    return JobRequest(kind=JOB_KIND, key=f"{repo}#{number}", supersede=True, payload={
+        "installation_id": int(installation), "repo": repo, "number": int(number),
+        "head_sha": head_sha, "trigger": trigger})
+
+
+def on_pull_request(event: Event) -> list[JobRequest]:
+    pr = event.payload.get("pull_request") or {}
+    if pr.get("draft"):
+        return []
+    head = pr.get("head") or {}
+    if head.get("repo") is None:
+        log.info("skipping %s: the head repository is gone (a deleted fork)", event.delivery_id)
+        return []
+    request = align_request(event.payload, pr, head.get("sha", ""), f"pull_request.{event.action}")
+    return [request] if request else []
+
+
+def on_check_run_rerequested(event: Event) -> list[JobRequest]:
+    run = event.payload.get("check_run") or {}
+    if run.get("name") != CHECK_NAME:
+        return []
+    requests = (align_request(event.payload, pr, run.get("head_sha", ""), "check_run.rerequested")
+                for pr in run.get("pull_requests") or [])
+    return [r for r in requests if r is not None]
+
+
+def register(router: WebhookRouter) -> None:
+    router.on("pull_request", *PR_ACTIONS)(on_pull_request)
+    router.on("check_run", "rerequested")(on_check_run_rerequested)
+
+
+SandboxRunner = Callable[[Path, RepoConfig, list[str], SandboxLimits, Containment],
+                         SandboxResult]
+
+
+@dataclass
+class AlignmentJob:
+    """Runs one ``align`` job; every GitHub write is idempotent (found again by marker or
+    external id), so a job that is re-run after a crash never posts twice."""
+
+    app: GitHubApp
+    queue: JobQueue
+    limits: SandboxLimits = field(default_factory=SandboxLimits)
+    containment: Containment = field(default_factory=Containment)
+    sandbox: SandboxRunner = run_check
+    public_url: str | None = None
+
+    def __call__(self, job: JobRecord) -> dict[str, Any] | None:
+        payload = job.payload
+        gh = self.app.client(payload["installation_id"])
+        repo = gh.get_repo(payload["repo"])
+        pr = repo.get_pull(payload["number"])
+        head_sha = payload["head_sha"]
+        if pr.head.sha != head_sha or pr.state != "open":
+            return {"skipped": "the pull request moved on (new head or closed)"}
+        text = _config_text(repo, head_sha)
+        if text is None:
+            return {"skipped": f"no {CONFIG_PATH}"}
+        run = _check_run(repo, head_sha, f"{job.key}@{head_sha}")
+        started = time.monotonic()
+        ctx = self._context(repo, pr, head_sha, text, payload["installation_id"])
+        ctx.seconds = time.monotonic() - started
+        if self.public_url:
+            ctx.full_report_url = f"{self.public_url.rstrip('/')}/reports/{job.id}"
+        if not self.queue.is_current(job.id):
+            return {"skipped": "superseded by a newer push"}
+        output = check_output(ctx)
+        _complete(run, output)
+        comment_id = _upsert_comment(pr, self.app.bot_login(), comment_body(ctx))
+        return {"conclusion": output.conclusion.value, "check_run_id": run.id,
+                "comment_id": comment_id, "report": ctx.report, "failure": ctx.failure}
+
+    def _context(self, repo: Repository, pr: PullRequest, head_sha: str, text: str,
+                 installation_id: int) -> CheckContext:
+        try:
+            config = load_config(text, CONFIG_PATH)
+        except ConfigError as exc:
+            return CheckContext(head_sha, "?", failure=f"{CONFIG_PATH} is invalid: {exc}",
+                                advice=f"Fix {CONFIG_PATH} at the line named above; "
+                                       "`alignbot config-schema` prints every key it accepts.")
+        files = list(pr.get_files())
+        changed = [f.filename for f in files]
+        specs = config.specs_for(changed)
+        ctx = CheckContext(head_sha, _describe(config), specs=specs,
+                           patches={f.filename: f.patch or "" for f in files},
+                           op_files_for=_op_files_for(config, changed),
+                           tracker=config.upstream.tracker)
+        if not specs:
+            ctx.report = {"specs_run": 0, "programs_run": 0, "findings": [], "seed": 0,
+                          "reference": "-"}
+            return ctx
+        with tempfile.TemporaryDirectory(prefix="alignbot-pr-") as tmp:
+            archive = self.app.download(repo.get_archive_link("tarball", head_sha),
+                                        installation_id)
+            root = extract_tarball(archive, Path(tmp) / "src")
+            args = _check_args(config, specs, root, head_sha)
+            result = self.sandbox(root, config, args, self.limits, self.containment)
+        if result.report is None:
+            ctx.failure = result.reason or "the engine produced no report"
+            ctx.advice = ("The pull request's setup commands and spec files run in a sandbox "
+                          "without network or secrets; the reason above says what stopped it.")
+        ctx.report = result.report
+        return ctx
+
+
+def _describe(config: RepoConfig) -> str:
+    candidate = config.candidate
+    return candidate.preset or (candidate.prelude or "").strip().splitlines()[0][:80]
+
+
+def _config_text(repo: Repository, ref: str) -> str | None:
+    try:
+        content = repo.get_contents(CONFIG_PATH, ref=ref)
+    except GithubException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if isinstance(content, list):
+        return None
+    return content.decoded_content.decode("utf-8", errors="replace")
+
+
+def _op_files_for(config: RepoConfig, changed: list[str]) -> dict[str, list[str]]:
+    """Spec glob -> the changed op files mapped to it, for annotations."""
+    mapping: dict[str, list[str]] = {}
+    for entry in config.ops:
+        files = [path for path in changed if entry.matches(path)]
+        for spec_glob in entry.specs:
+            known = mapping.setdefault(spec_glob, [])
+            known.extend(f for f in files if f not in known)
+    return mapping
+
+
+def _check_args(config: RepoConfig, specs: list[str], root: Path, head_sha: str) -> list[str]:
+    """The engine's arguments; the sandbox adds the candidate's own (preset or prelude)."""
+    args = ["--ops", ",".join(specs), "--seed", str(int(head_sha[:8], 16)),
+            "--n", str(config.draws)]
+    if config.tolerances is not None:
+        args += ["--rtol", repr(config.tolerances.rtol), "--atol", repr(config.tolerances.atol)]
+    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if p.is_file())
+    spec_files = config.spec_files(files)
+    if spec_files:
+        args.append("--library")
+        for path in spec_files:
+            args += ["--spec-file", path]
+    return args
+
+
+def _check_run(repo: Repository, head_sha: str, external_id: str) -> Any:
+    """The check run for this head, found again by its external id, or a new one."""
+    commit = repo.get_commit(head_sha)
+    for run in commit.get_check_runs(check_name=CHECK_NAME):
+        if run.external_id == external_id:
+            run.edit(status="in_progress")
+            return run
+    return repo.create_check_run(name=CHECK_NAME, head_sha=head_sha, status="in_progress",
+                                 external_id=external_id)
+
+
+def _complete(run: Any, output: Any) -> None:
+    chunks = batches(output.annotations)
+    for index, chunk in enumerate(chunks):
+        body: dict[str, Any] = {"title": output.title, "summary": output.summary,
+                                "text": output.text}
+        if chunk:
+            body["annotations"] = chunk
+        last = index == len(chunks) - 1
+        if last:
+            run.edit(status="completed", conclusion=output.conclusion.value, output=body)
+        else:
+            run.edit(output=body)
+
+
+def _upsert_comment(pr: PullRequest, login: str, body: str) -> int:
+    """One comment per pull request: found by its marker and author, edited only if changed."""
+    for comment in pr.get_issue_comments():
+        if comment.user.login == login and MARKER in (comment.body or ""):
+            if comment.body != body:
+                comment.edit(body)
+            return int(comment.id)
+    return int(pr.create_issue_comment(body).id)

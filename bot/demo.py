@@ -1,0 +1,150 @@
+"""``alignbot demo``: the app end to end against the GitHub test server, on examples/.
+
+A repository (examples/fastops: a kernel library that replaces softplus and mish, with its
+.github/alignbot.yml) gets a pull request (examples/pull-request/fastops.py) that breaks the
+softplus backward. The service runs here on loopback, receives the signed webhook, checks
+the pull request in the sandbox, and posts a check run and one comment on the test server.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import socket
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import uvicorn
+
+from .serve import Service, build
+from .settings import Settings, load_settings
+
+ROOT = Path(__file__).resolve().parent.parent
+OWNER, REPO, NUMBER, INSTALLATION = "demo-org", "fastops", 1, 4242
+SECRET = "demo webhook secret"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes()
+            for p in sorted(folder.rglob("*")) if p.is_file() and "__pycache__" not in p.parts}
+
+
+def _sha(files: dict[str, bytes]) -> str:
+    digest = hashlib.sha1()
+    for path, data in sorted(files.items()):
+        digest.update(path.encode() + b"\0" + data)
+    return digest.hexdigest()
+
+
+def _patch(path: str, before: bytes, after: bytes) -> str:
+    diff = difflib.unified_diff(before.decode().splitlines(), after.decode().splitlines(),
+                                lineterm="", n=3)
+    return "\n".join(line for line in diff if not line.startswith(("---", "+++")))
+
+
+def github_server_class() -> Any:
+    """The GitHub test server lives with the tests: the demo needs a source checkout."""
+    tests = ROOT / "tests"
+    if not (tests / "github_server.py").is_file():
+        raise RuntimeError("the demo needs a source checkout (tests/github_server.py)")
+    sys.path.insert(0, str(tests))
+    from github_server import GitHubServer
+
+    return GitHubServer
+
+
+def seed(server: Any, head_file: Path) -> tuple[str, str]:
+    """The example repository at its main branch and the pull request's head."""
+    base = _files(ROOT / "examples" / "fastops")
+    head = {**base, "fastops.py": head_file.read_bytes()}
+    base_sha, head_sha = _sha(base), _sha(head)
+    server.add_installation(INSTALLATION, OWNER)
+    server.add_repo(OWNER, REPO, INSTALLATION, files_by_ref={base_sha: base})
+    server.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Speed up the softplus backward",
+                    "contributor", head_tree=head, files=[{"filename": "fastops.py", "status": "modified",
+                                           "patch": _patch("fastops.py", base["fastops.py"],
+                                                           head["fastops.py"])}])
+    return base_sha, head_sha
+
+
+def settings_for(server: Any, folder: Path, port: int) -> Settings:
+    return load_settings({
+        "ALIGNBOT_APP_ID": str(server.app_id), "ALIGNBOT_PRIVATE_KEY": server.private_key_pem,
+        "ALIGNBOT_WEBHOOK_SECRETS": SECRET, "ALIGNBOT_GITHUB_API_URL": server.url,
+        "ALIGNBOT_DATABASE_URL": f"sqlite:///{folder / 'alignbot.db'}",
+        "ALIGNBOT_PORT": str(port), "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0"})
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@contextmanager
+def running(settings: Settings) -> Iterator[Service]:
+    """The service on loopback, with its worker, until the block ends."""
+    service = build(settings)
+    service.worker.start()
+    server = uvicorn.Server(uvicorn.Config(service.app, host="127.0.0.1", port=settings.port,
+                                           log_level="warning"))
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        yield service
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        service.worker.stop(timeout=30)
+
+
+def deliver(server: Any, port: int, event: str, payload: dict[str, Any]) -> httpx.Response:
+    headers, body = server.delivery(event, payload, SECRET)
+    return httpx.post(f"http://127.0.0.1:{port}/webhook", content=body, headers=headers,
+                      timeout=30)
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"gave up waiting for {what} after {timeout:g} s")
+        time.sleep(0.5)
+
+
+def run_demo(say: Callable[[str], None] = print, timeout: float = 900) -> int:
+    server_class = github_server_class()
+    with server_class() as github, tempfile.TemporaryDirectory(prefix="alignbot-demo-") as tmp:
+        _, head_sha = seed(github, ROOT / "examples" / "pull-request" / "fastops.py")
+        port = free_port()
+        say(f"GitHub test server on {github.url}; {OWNER}/{REPO} has pull request #{NUMBER}: "
+            "'Speed up the softplus backward'")
+        with running(settings_for(github, Path(tmp), port)):
+            payload = github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER)
+            reply = deliver(github, port, "pull_request", payload)
+            say(f"webhook pull_request.opened -> {reply.status_code} {reply.text}")
+            say("the worker fetches the head, runs the check in the sandbox, minimizes …")
+
+            def done() -> bool:
+                runs = github.check_runs_for(OWNER, REPO, head_sha)
+                return bool(runs) and runs[0].status == "completed" and bool(
+                    github.comments_on(OWNER, REPO, NUMBER))
+
+            wait_for(done, timeout, "the check run")
+        run = github.check_runs_for(OWNER, REPO, head_sha)[0]
+        comment = github.comments_on(OWNER, REPO, NUMBER)[0]
+        say(f"\n=== check run '{run.name}': {run.conclusion} — {run.output.get('title')}\n")
+        say(run.output.get("summary", ""))
+        say(f"=== the comment by {comment.user.login} on pull request #{NUMBER}:\n")
+        say(comment.body)
+    return 0

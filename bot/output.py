@@ -1,0 +1,152 @@
+"""Check-run output and the sticky PR comment, rendered from templates/ within GitHub's limits."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from checks.markdown import defuse, inline
+from checks.report import environment
+
+CHECK_NAME = "alignbot / op alignment"
+MARKER = "<!-- alignbot:sticky-comment -->"
+CHECK_TEXT_LIMIT = 65_535
+COMMENT_LIMIT = 65_536
+ANNOTATION_BATCH = 50
+_HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
+
+
+class Conclusion(StrEnum):
+    SUCCESS = "success"
+    FAILURE = "failure"
+    NEUTRAL = "neutral"
+
+
+@dataclass
+class CheckContext:
+    """Everything one posting needs; ``report`` is the engine's JSON, or None with ``failure``."""
+
+    head_sha: str
+    candidate: str
+    report: dict[str, Any] | None = None
+    failure: str | None = None
+    advice: str = ""
+    specs: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+    patches: dict[str, str] = field(default_factory=dict)  # op file -> unified diff patch
+    op_files_for: dict[str, list[str]] = field(default_factory=dict)  # spec glob -> op files
+    tracker: str = "pytorch/pytorch"
+    full_report_url: str | None = None
+
+
+@dataclass
+class CheckOutput:
+    conclusion: Conclusion
+    title: str
+    summary: str
+    text: str
+    annotations: list[dict[str, Any]]
+
+
+def conclusion(ctx: CheckContext) -> Conclusion:
+    """Failure for anything the pull request should fix; neutral when only PyTorch (or
+    rounding) is to blame; success when everything agreed."""
+    if ctx.failure is not None or ctx.report is None:
+        return Conclusion.FAILURE
+    verdicts = {f.get("verdict") or "undetermined" for f in ctx.report["findings"]}
+    if not verdicts:
+        return Conclusion.SUCCESS
+    if verdicts <= {"reference-suspect", "tolerance-noise"}:
+        return Conclusion.NEUTRAL
+    return Conclusion.FAILURE
+
+
+def headline(ctx: CheckContext) -> str:
+    if ctx.failure is not None or ctx.report is None:
+        return "the check could not run"
+    findings = ctx.report["findings"]
+    if not findings:
+        return f"all {ctx.report['specs_run']} specs agree with PyTorch"
+    counts = Counter(f.get("verdict") or "not triaged" for f in findings)
+    parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
+    return f"{len(findings)} finding{'s' if len(findings) != 1 else ''} ({parts})"
+
+
+def fit(text: str, limit: int, more: str | None) -> str:
+    """Cut at a line boundary so the result, note included, stays within ``limit``."""
+    if len(text) <= limit:
+        return text
+    where = f" The full report: {more}" if more else " The full report is in the service's job log."
+    note_len = 120 + len(where)
+    cut = text.rfind("\n", 0, limit - note_len)
+    cut = cut if cut > 0 else limit - note_len
+    dropped = len(text) - cut
+    return text[:cut] + f"\n\n**Cut here:** {dropped} more characters did not fit GitHub's " \
+        f"limit.{where}\n"
+
+
+def first_added_line(patch: str) -> int:
+    match = _HUNK.search(patch or "")
+    return int(match.group(1)) if match else 1
+
+
+def _files_for(finding: dict[str, Any], ctx: CheckContext) -> list[str]:
+    names = {finding.get("spec", ""), finding.get("op", "")}
+    files: list[str] = []
+    for glob, paths in ctx.op_files_for.items():
+        if any(fnmatch.fnmatchcase(name, glob) for name in names):
+            files.extend(p for p in paths if p not in files)
+    return files
+
+
+def annotations_for(ctx: CheckContext) -> list[dict[str, Any]]:
+    """One annotation per finding on the first changed line of each op file it maps to."""
+    if ctx.report is None:
+        return []
+    result = []
+    for finding in ctx.report["findings"]:
+        level = "failure" if finding.get("verdict") in ("candidate-bug", "undetermined", None) \
+            else "warning"
+        for path in _files_for(finding, ctx):
+            line = first_added_line(ctx.patches.get(path, ""))
+            result.append({
+                "path": path, "start_line": line, "end_line": line,
+                "annotation_level": level,
+                "title": f"{finding['kind']} at {finding['op']}"[:255],
+                "message": f"{finding.get('verdict') or 'not triaged'}: "
+                           f"{finding['message']}"[:4000],
+            })
+    return result
+
+
+def check_output(ctx: CheckContext) -> CheckOutput:
+    env = environment()
+    report = ctx.report or {}
+    by_verdict = Counter(f.get("verdict") or "not triaged" for f in report.get("findings", []))
+    summary = env.get_template("check_run_summary.md.j2").render(
+        failure=ctx.failure, advice=ctx.advice, report=report, by_verdict=dict(by_verdict),
+        seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate)
+    text = env.get_template("check_run_text.md.j2").render(findings=report.get("findings", []))
+    return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],
+                       fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url),
+                       fit(text, CHECK_TEXT_LIMIT, ctx.full_report_url), annotations_for(ctx))
+
+
+def comment_body(ctx: CheckContext) -> str:
+    body = environment().get_template("pr_comment.md.j2").render(
+        marker=MARKER, headline=headline(ctx), failure=ctx.failure, advice=ctx.advice,
+        report=ctx.report, head_sha=ctx.head_sha, tracker=ctx.tracker)
+    return fit(body, COMMENT_LIMIT, ctx.full_report_url)
+
+
+def batches(items: list[dict[str, Any]], size: int = ANNOTATION_BATCH
+            ) -> list[list[dict[str, Any]]]:
+    return [items[i:i + size] for i in range(0, len(items), size)] or [[]]
+
+
+def safe_title(text: str) -> str:
+    return defuse(" ".join(text.split()))[:255]

@@ -1,0 +1,67 @@
+"""``alignbot serve``: the webhook service, the worker and its handlers, in one process."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+import uvicorn
+from fastapi import FastAPI
+from sqlalchemy.engine import Engine
+
+from . import alignment
+from .app import create_app
+from .github import ApiOptions, GitHubApp
+from .models import create_all, make_engine
+from .queue import SqlJobQueue
+from .sandbox import Containment, SandboxLimits
+from .settings import Settings
+from .webhooks import WebhookRouter
+from .worker import Worker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Service:
+    app: FastAPI
+    engine: Engine
+    worker: Worker
+    github: GitHubApp
+
+
+def build(settings: Settings) -> Service:
+    """Wire the parts; nothing starts until ``worker.start()`` and the HTTP server run."""
+    engine = make_engine(settings.database_url)
+    create_all(engine)
+    queue = SqlJobQueue(engine)
+    github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
+        base_url=settings.github_api_url, max_wait=settings.github_max_wait,
+        seconds_between_writes=settings.github_write_interval))
+    hidden = [settings.private_key_file] if settings.private_key_file else []
+    database = engine.url.database
+    if engine.url.get_backend_name() == "sqlite" and database:
+        hidden.append(Path(database).resolve())
+    job = alignment.AlignmentJob(
+        app=github, queue=queue,
+        limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
+                             memory_bytes=settings.sandbox_memory_bytes),
+        containment=Containment(hide=tuple(Path(p) for p in hidden)))
+    worker = Worker(queue, {alignment.JOB_KIND: job}, concurrency=settings.workers)
+    router = WebhookRouter()
+    alignment.register(router)
+    app = create_app(settings, engine, router, on_enqueued=worker.notify)
+    return Service(app=app, engine=engine, worker=worker, github=github)
+
+
+def serve(settings: Settings) -> None:
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    service = build(settings)
+    service.worker.start()
+    try:
+        uvicorn.run(service.app, host=settings.host, port=settings.port, log_level="info",
+                    access_log=False)
+    finally:
+        service.worker.stop(timeout=30)
