@@ -54,7 +54,7 @@ def test_generated_code_matches_the_replayed_program(name: str,
     for program in programs:
         ref = reference_observations(program)
         namespace: dict[str, Any] = {"torch": torch, "np": np}
-        exec("\n".join(statements(program)), namespace)  # noqa: S102 - our own generated code
+        exec("\n".join(statements(program)), namespace)
         mutated = {n["args"][0]["ref"] for n in program["nodes"] if n.get("inplace")}
         for node in program["nodes"]:
             obs = ref.get(node["id"])
