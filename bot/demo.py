@@ -67,10 +67,10 @@ def seed(server: Any, head_file: Path) -> tuple[str, str]:
     base_sha, head_sha = _sha(base), _sha(head)
     server.add_installation(INSTALLATION, OWNER)
     server.add_repo(OWNER, REPO, INSTALLATION, files_by_ref={base_sha: base})
+    changed = [{"filename": "fastops.py", "status": "modified",
+                "patch": _patch("fastops.py", base["fastops.py"], head["fastops.py"])}]
     server.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Speed up the softplus backward",
-                    "contributor", head_tree=head, files=[{"filename": "fastops.py", "status": "modified",
-                                           "patch": _patch("fastops.py", base["fastops.py"],
-                                                           head["fastops.py"])}])
+                    "contributor", head_tree=head, files=changed)
     return base_sha, head_sha
 
 

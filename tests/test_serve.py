@@ -1,0 +1,158 @@
+"""End to end: `alignbot serve` as it runs in the container, the GitHub test server as GitHub.
+
+A signed webhook ends in a completed check run and one comment; a second push edits the same
+comment; a redelivery changes nothing; a service killed mid-job finishes after a restart and
+still posts once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from bot.demo import (
+    NUMBER,
+    OWNER,
+    REPO,
+    ROOT,
+    SECRET,
+    _files,
+    _patch,
+    _sha,
+    deliver,
+    free_port,
+    seed,
+    wait_for,
+)
+
+BUGGY = ROOT / "examples" / "pull-request" / "fastops.py"
+FIXED = ROOT / "examples" / "fastops" / "fastops.py"
+TIMEOUT = 300
+
+
+class Service:
+    """`alignbot serve` in its own process, with the environment the container would get."""
+
+    def __init__(self, github: Any, folder: Path) -> None:
+        self.port = free_port()
+        self.env = {**os.environ, "ALIGNBOT_APP_ID": str(github.app_id),
+                    "ALIGNBOT_PRIVATE_KEY": github.private_key_pem,
+                    "ALIGNBOT_WEBHOOK_SECRETS": SECRET,
+                    "ALIGNBOT_GITHUB_API_URL": github.url,
+                    "ALIGNBOT_DATABASE_URL": f"sqlite:///{folder / 'alignbot.db'}",
+                    "ALIGNBOT_PORT": str(self.port), "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0"}
+        self.log = folder / "service.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with open(self.log, "ab") as log:
+            self.proc = subprocess.Popen([sys.executable, "-m", "checks.cli", "serve"],
+                                         env=self.env, stdout=log, stderr=log)
+        wait_for(self._healthy, 60, "the service to start")
+
+    def _healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise RuntimeError(f"the service exited: {self.log.read_text()[-2000:]}")
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def kill(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+@pytest.fixture()
+def service(github_server: Any, tmp_path: Path) -> Iterator[Service]:
+    running = Service(github_server, tmp_path)
+    running.start()
+    yield running
+    running.stop()
+
+
+def _completed(github: Any, sha: str) -> bool:
+    runs = github.check_runs_for(OWNER, REPO, sha)
+    return bool(runs) and all(run.status == "completed" for run in runs)
+
+
+def _push(github: Any, source: Path, label: str) -> str:
+    base = _files(ROOT / "examples" / "fastops")
+    tree = {**base, "fastops.py": source.read_bytes(), "NOTES": label.encode()}
+    sha = _sha(tree)
+    github.push(OWNER, REPO, NUMBER, sha, tree=tree, files=[
+        {"filename": "fastops.py", "status": "modified",
+         "patch": _patch("fastops.py", base["fastops.py"], tree["fastops.py"])}])
+    return sha
+
+
+def test_pull_request_end_to_end(github_server: Any, service: Service) -> None:
+    github = github_server
+    _, head = seed(github, BUGGY)
+    payload = github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER)
+    headers, body = github.delivery("pull_request", payload, SECRET)
+    reply = httpx.post(f"http://127.0.0.1:{service.port}/webhook", content=body,
+                       headers=headers, timeout=30)
+    assert reply.status_code == 202 and reply.json() == {"status": "queued", "jobs": 1}
+    wait_for(lambda: _completed(github, head), TIMEOUT, "the first check run")
+
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    assert run.name == "alignbot / op alignment" and run.conclusion == "failure"
+    assert any("annotations" in update.get("output", {}) for update in run.updates)
+    (comment,) = github.comments_on(OWNER, REPO, NUMBER)
+    assert comment.user.login == "alignbot[bot]"
+    assert "grad-mismatch" in comment.body and "torch.nn.functional.softplus" in comment.body
+    assert head[:12] in comment.body
+
+    # the same delivery again: a no-op
+    again = httpx.post(f"http://127.0.0.1:{service.port}/webhook", content=body,
+                       headers=headers, timeout=30)
+    assert again.status_code == 200 and again.json()["status"] == "duplicate"
+    time.sleep(2)
+    assert len(github.check_runs_for(OWNER, REPO)) == 1
+    assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
+
+    # a second push that fixes the bug: the same comment, edited in place
+    fixed = _push(github, FIXED, "fixed")
+    deliver(github, service.port, "pull_request",
+            github.webhook("pull_request.synchronize", OWNER, REPO, number=NUMBER))
+    wait_for(lambda: _completed(github, fixed), TIMEOUT, "the second check run")
+    (second,) = github.check_runs_for(OWNER, REPO, fixed)
+    assert second.conclusion == "success"
+    (edited,) = github.comments_on(OWNER, REPO, NUMBER)
+    assert edited.id == comment.id and fixed[:12] in edited.body and "agree" in edited.body
+
+
+def test_killed_service_finishes_the_job_after_a_restart_and_posts_once(
+        github_server: Any, service: Service) -> None:
+    github = github_server
+    _, head = seed(github, BUGGY)
+    deliver(github, service.port, "pull_request",
+            github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER))
+    wait_for(lambda: bool(github.check_runs_for(OWNER, REPO, head)), TIMEOUT,
+             "the job to start")
+    service.kill()  # mid-job: the check run is in progress, nothing else is posted yet
+    assert github.check_runs_for(OWNER, REPO, head)[0].status == "in_progress"
+    service.start()
+    wait_for(lambda: _completed(github, head), TIMEOUT, "the job after the restart")
+    assert len(github.check_runs_for(OWNER, REPO, head)) == 1
+    assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
