@@ -1,6 +1,7 @@
 # `make demo` and `make test` work on a fresh machine: they create .venv when needed.
 PYTHON ?= python3
 VENV ?= .venv
+PADDLE_VENV ?= .venv-paddle
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
@@ -17,8 +18,11 @@ lint: $(STAMP)
 	$(BIN)/ruff check checks bot tests benchmarks examples
 	$(BIN)/mypy
 
+# PostgreSQL for the queue tests: scripts/postgres.sh starts a throwaway server (installing
+# Debian's package when needed) and stops it when the tests end.
 test: lint $(PADDLE_VENV)/.installed
-	ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q
+	bash -c 'source scripts/postgres.sh && \
+	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q'
 
 demo: $(STAMP)
 	$(BIN)/alignbot demo
@@ -31,7 +35,6 @@ clean:
 
 # A second, independent interpreter with Paddle (no torch): the real third-party candidate the
 # tests check through --python. Its own venv, as a framework team would have it.
-PADDLE_VENV ?= .venv-paddle
 $(PADDLE_VENV)/.installed:
 	test -x $(PADDLE_VENV)/bin/python || $(PYTHON) -m venv $(PADDLE_VENV)
 	$(PADDLE_VENV)/bin/python -m pip install --quiet paddlepaddle==3.3.1

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from github import GithubException
+from github import BadCredentialsException, GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
@@ -22,6 +22,7 @@ from .output import CHECK_NAME, MARKER, CheckContext, batches, check_output, com
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
 from .webhooks import Event, WebhookRouter
+from .worker import TransientError
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +89,14 @@ class AlignmentJob:
     public_url: str | None = None
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
+        try:
+            return self._run(job)
+        except BadCredentialsException as exc:
+            # a revoked or early-expired installation token: drop it, let the worker retry
+            self.app.forget_token(job.payload["installation_id"])
+            raise TransientError(f"GitHub refused the installation token: {exc}") from exc
+
+    def _run(self, job: JobRecord) -> dict[str, Any] | None:
         payload = job.payload
         gh = self.app.client(payload["installation_id"])
         repo = gh.get_repo(payload["repo"])

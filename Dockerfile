@@ -1,0 +1,35 @@
+# alignbot's GitHub App: `alignbot serve` (webhooks, worker) in one container.
+#
+#   docker build -t alignbot .
+#   docker run -p 8080:8080 --cap-add SYS_ADMIN --security-opt seccomp=unconfined \
+#     -e ALIGNBOT_APP_ID=… -e ALIGNBOT_PRIVATE_KEY_FILE=/run/secrets/app.pem \
+#     -e ALIGNBOT_WEBHOOK_SECRETS=… -v alignbot-data:/data alignbot
+#
+# The service runs as root so that the sandbox can give each pull request's code its own uid
+# and fresh namespaces (network, mount, pid); without SYS_ADMIN it still drops to another uid
+# with resource limits, and the check run says which isolation applied.
+FROM python:3.11-slim-bookworm
+
+RUN apt-get update \
+ && apt-get install -y --no-install-recommends util-linux ca-certificates \
+ && rm -rf /var/lib/apt/lists/*
+
+WORKDIR /app
+# The reference: PyTorch's CPU build, pinned (a bare `torch` would pull a CUDA build).
+RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
+COPY pyproject.toml README.md ./
+COPY checks ./checks
+COPY bot ./bot
+COPY templates ./templates
+RUN pip install --no-cache-dir -e . \
+ && python -c "import checks, bot.serve"
+
+ENV ALIGNBOT_TEMPLATES=/app/templates \
+    ALIGNBOT_HOST=0.0.0.0 \
+    ALIGNBOT_PORT=8080 \
+    ALIGNBOT_DATABASE_URL=sqlite:////data/alignbot.db \
+    PYTHONUNBUFFERED=1
+VOLUME /data
+EXPOSE 8080
+HEALTHCHECK --interval=30s --timeout=5s CMD python -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8080/healthz')"
+CMD ["alignbot", "serve"]
