@@ -516,3 +516,46 @@ def test_healthz_reports_a_dead_database(tmp_path: Path) -> None:
     ):
         response = client.get("/healthz")
     assert (response.status_code, response.json()) == (503, {"error": "database unavailable"})
+
+
+REAL_EXAMPLES = sorted((Path(__file__).parent / "fixtures" / "github" / "webhooks").glob("*.json"))
+ALIGN_ACTIONS = {"pull_request.opened", "pull_request.synchronize", "pull_request.reopened",
+                 "pull_request.ready_for_review"}
+
+
+@pytest.fixture(scope="module")
+def app_service(tmp_path_factory: pytest.TempPathFactory
+                ) -> Iterator[tuple[httpx.Client, Engine]]:
+    """The app with the real feature routers (bot.alignment), over real HTTP."""
+    from bot import alignment
+
+    engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('real') / 'bot.db'}")
+    create_all(engine)
+    router = WebhookRouter()
+    alignment.register(router)
+    settings = load_settings({
+        "ALIGNBOT_APP_ID": "1",
+        "ALIGNBOT_PRIVATE_KEY": "-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----",
+        "ALIGNBOT_WEBHOOK_SECRETS": SECRET.decode()})
+    with (Server(create_app(settings, engine, router, freeze_gc=False)) as url,
+          httpx.Client(base_url=url, timeout=10) as client):
+        yield client, engine
+    engine.dispose()
+
+
+@pytest.mark.parametrize("example", REAL_EXAMPLES, ids=lambda p: p.stem)
+def test_real_github_examples_go_through_the_endpoint(
+        example: Path, app_service: tuple[httpx.Client, Engine]) -> None:
+    """GitHub's own example payloads (@octokit/webhooks-examples): each is accepted, and only
+    the pull-request actions that change code queue an alignment job."""
+    client, engine = app_service
+    body = example.read_bytes()
+    name = example.stem.split(".")[0]
+    response = client.post("/webhook", content=body,
+                           headers=headers(body, event=name, delivery=f"real-{example.stem}"))
+    queued = SqlJobQueue(engine).list()
+    if example.stem in ALIGN_ACTIONS and json.loads(body)["pull_request"]["draft"] is False:
+        assert (response.status_code, response.json()["jobs"]) == (202, 1)
+        assert queued and queued[-1].kind == "align"
+    else:
+        assert response.status_code == 200, response.text
