@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import requests
 from github import BadCredentialsException, GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
@@ -74,6 +75,8 @@ def register(router: WebhookRouter) -> None:
 
 SandboxRunner = Callable[[Path, RepoConfig, list[str], SandboxLimits, Containment],
                          SandboxResult]
+# (repository, pull request, job payload) -> None to run, or why not (bot.trust.TrustGate)
+Gate = Callable[[Repository, PullRequest, dict[str, Any]], str | None]
 
 
 @dataclass
@@ -87,6 +90,7 @@ class AlignmentJob:
     containment: Containment = field(default_factory=Containment)
     sandbox: SandboxRunner = run_check
     public_url: str | None = None
+    gate: Gate | None = None
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         try:
@@ -95,6 +99,8 @@ class AlignmentJob:
             # a revoked or early-expired installation token: drop it, let the worker retry
             self.app.forget_token(job.payload["installation_id"])
             raise TransientError(f"GitHub refused the installation token: {exc}") from exc
+        except (requests.exceptions.RetryError, requests.exceptions.ConnectionError) as exc:
+            raise TransientError(f"GitHub did not answer after retries: {exc}") from exc
 
     def _run(self, job: JobRecord) -> dict[str, Any] | None:
         payload = job.payload
@@ -107,9 +113,11 @@ class AlignmentJob:
         text = _config_text(repo, head_sha)
         if text is None:
             return {"skipped": f"no {CONFIG_PATH}"}
+        if self.gate is not None and (reason := self.gate(repo, pr, payload)) is not None:
+            return {"skipped": reason}
         run = _check_run(repo, head_sha, f"{job.key}@{head_sha}")
         started = time.monotonic()
-        ctx = self._context(repo, pr, head_sha, text, payload["installation_id"])
+        ctx = self._context(repo, pr, head_sha, text, payload)
         ctx.seconds = time.monotonic() - started
         if self.public_url:
             ctx.full_report_url = f"{self.public_url.rstrip('/')}/reports/{job.id}"
@@ -122,7 +130,7 @@ class AlignmentJob:
                 "comment_id": comment_id, "report": ctx.report, "failure": ctx.failure}
 
     def _context(self, repo: Repository, pr: PullRequest, head_sha: str, text: str,
-                 installation_id: int) -> CheckContext:
+                 payload: dict[str, Any]) -> CheckContext:
         try:
             config = load_config(text, CONFIG_PATH)
         except ConfigError as exc:
@@ -131,7 +139,7 @@ class AlignmentJob:
                                        "`alignbot config-schema` prints every key it accepts.")
         files = list(pr.get_files())
         changed = [f.filename for f in files]
-        specs = config.specs_for(changed)
+        specs = _specs(config, changed, payload)
         ctx = CheckContext(head_sha, _describe(config), specs=specs,
                            patches={f.filename: f.patch or "" for f in files},
                            op_files_for=_op_files_for(config, changed),
@@ -142,9 +150,10 @@ class AlignmentJob:
             return ctx
         with tempfile.TemporaryDirectory(prefix="alignbot-pr-") as tmp:
             archive = self.app.download(repo.get_archive_link("tarball", head_sha),
-                                        installation_id)
+                                        payload["installation_id"])
             root = extract_tarball(archive, Path(tmp) / "src")
-            args = _check_args(config, specs, root, head_sha)
+            args = _check_args(config, specs, root, head_sha, payload.get("n"),
+                               payload.get("seed"))
             result = self.sandbox(root, config, args, self.limits, self.containment)
         if result.report is None:
             ctx.failure = result.reason or "the engine produced no report"
@@ -182,10 +191,23 @@ def _op_files_for(config: RepoConfig, changed: list[str]) -> dict[str, list[str]
     return mapping
 
 
-def _check_args(config: RepoConfig, specs: list[str], root: Path, head_sha: str) -> list[str]:
-    """The engine's arguments; the sandbox adds the candidate's own (preset or prelude)."""
-    args = ["--ops", ",".join(specs), "--seed", str(int(head_sha[:8], 16)),
-            "--n", str(config.draws)]
+def _specs(config: RepoConfig, changed: list[str], payload: dict[str, Any]) -> list[str]:
+    """The spec globs to run: the ones ``/align`` named, every mapped one (``all_ops``), or
+    those mapped from the changed files."""
+    if payload.get("ops"):
+        return [str(op) for op in payload["ops"]]
+    if payload.get("all_ops"):
+        return list(dict.fromkeys(spec for entry in config.ops for spec in entry.specs))
+    return config.specs_for(changed)
+
+
+def _check_args(config: RepoConfig, specs: list[str], root: Path, head_sha: str,
+                n: int | None = None, seed: int | None = None) -> list[str]:
+    """The engine's arguments; the sandbox adds the candidate's own (preset or prelude).
+    ``n`` and ``seed`` are ``/align``'s overrides of the configured draws and the head's seed."""
+    seed = int(head_sha[:8], 16) if seed is None else seed
+    args = ["--ops", ",".join(specs), "--seed", str(seed),
+            "--n", str(config.draws if n is None else n)]
     if config.tolerances is not None:
         args += ["--rtol", repr(config.tolerances.rtol), "--atol", repr(config.tolerances.atol)]
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if p.is_file())

@@ -3,12 +3,16 @@ retries, and one API base URL setting for github.com, GitHub Enterprise Server a
 
 from __future__ import annotations
 
+import math
 import threading
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 from github import Auth, Github, GithubIntegration, GithubRetry
+from github.GithubException import RateLimitExceededExceedsMaxWait
+from urllib3.util.retry import Retry
 
 # Refresh an installation token this long before GitHub says it expires.
 REFRESH_MARGIN = timedelta(minutes=10)
@@ -28,12 +32,34 @@ class ApiOptions:
     seconds_between_writes: float = 1.0
 
 
+class BoundedRetry(GithubRetry):
+    """GitHub's retry policy, except that a ``Retry-After`` longer than the bound raises instead
+    of being shortened to it: asking again before GitHub said so only earns a longer ban."""
+
+    def increment(self, method: str | None = None, url: str | None = None,  # type: ignore[override]
+                  response: Any = None, error: Exception | None = None, _pool: Any = None,
+                  _stacktrace: Any = None) -> Retry:
+        value = response.headers.get("Retry-After") if response is not None else None
+        bound = self.max_rate_limit_wait
+        if value is not None and bound is not None:
+            try:
+                wait = float(value)
+            except ValueError:
+                wait = None  # an HTTP date: urllib3 handles it within retry_after_max
+            if wait is not None and wait > bound:
+                raise RateLimitExceededExceedsMaxWait(
+                    response.status, None, dict(response.headers),
+                    f"GitHub asked to wait {wait:g} s, longer than the {bound} s allowed",
+                    wait=wait)
+        return super().increment(method, url, response, error, _pool, _stacktrace)
+
+
 def make_retry(options: ApiOptions) -> GithubRetry:
-    return GithubRetry(total=options.retries, backoff_factor=0.5, backoff_max=30,
-                       status_forcelist=[500, 502, 503, 504],
-                       secondary_rate_wait=min(60.0, options.max_wait),
-                       max_rate_limit_wait=int(options.max_wait),
-                       retry_after_max=int(options.max_wait))
+    bound = max(1, math.ceil(options.max_wait))
+    return BoundedRetry(total=options.retries, backoff_factor=0.5, backoff_max=30,
+                        status_forcelist=[500, 502, 503, 504],
+                        secondary_rate_wait=min(60, bound), max_rate_limit_wait=bound,
+                        retry_after_max=bound)
 
 
 class GitHubApp:

@@ -76,17 +76,50 @@ def headline(ctx: CheckContext) -> str:
     return f"{len(findings)} finding{'s' if len(findings) != 1 else ''} ({parts})"
 
 
-def fit(text: str, limit: int, more: str | None) -> str:
-    """Cut at a line boundary so the result, note included, stays within ``limit``."""
-    if len(text) <= limit:
+def _size(text: str, in_bytes: bool) -> int:
+    return len(text.encode()) if in_bytes else len(text)
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
+
+
+def open_fence(text: str) -> str | None:
+    """The fence of a code block that ``text`` leaves open, if any."""
+    current: str | None = None
+    for line in text.splitlines():
+        match = _FENCE.match(line)
+        if match is None:
+            continue
+        marker = match.group(1)
+        if current is None:
+            current = marker
+        elif marker[0] == current[0] and len(marker) >= len(current) \
+                and not line.strip()[len(marker):].strip():
+            current = None
+    return current
+
+
+def fit(text: str, limit: int, more: str | None, in_bytes: bool = False) -> str:
+    """Cut at a line boundary so the result, note included, stays within ``limit`` (characters,
+    or UTF-8 bytes for check-run output); a code block left open by the cut is closed first."""
+    if _size(text, in_bytes) <= limit:
         return text
-    where = f" The full report: {more}" if more else " The full report is in the service's job log."
-    note_len = 120 + len(where)
-    cut = text.rfind("\n", 0, limit - note_len)
-    cut = cut if cut > 0 else limit - note_len
-    dropped = len(text) - cut
-    return text[:cut] + f"\n\n**Cut here:** {dropped} more characters did not fit GitHub's " \
-        f"limit.{where}\n"
+    where = (f" The full report: {more}" if more else
+             " The full report is stored with the job in the service's database.")
+    def note(dropped: int) -> str:
+        return f"\n\n**Cut here:** {dropped} more characters did not fit GitHub's limit.{where}\n"
+
+    budget = max(0, limit - _size(note(len(text)), in_bytes))
+    while True:
+        head = text.encode()[:budget].decode("utf-8", errors="ignore") if in_bytes \
+            else text[:budget]
+        cut = head.rfind("\n")
+        head = head[:cut] if cut > 0 else head
+        fence = open_fence(head)
+        result = head + (f"\n{fence}" if fence else "") + note(len(text) - len(head))
+        if _size(result, in_bytes) <= limit or budget == 0:
+            return result
+        budget = max(0, budget - 64)  # the fence that closes the cut block needs room
 
 
 def first_added_line(patch: str) -> int:
@@ -132,8 +165,9 @@ def check_output(ctx: CheckContext) -> CheckOutput:
         seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate)
     text = env.get_template("check_run_text.md.j2").render(findings=report.get("findings", []))
     return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],
-                       fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url),
-                       fit(text, CHECK_TEXT_LIMIT, ctx.full_report_url), annotations_for(ctx))
+                       fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
+                       fit(text, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
+                       annotations_for(ctx))
 
 
 def comment_body(ctx: CheckContext) -> str:

@@ -38,3 +38,8 @@ def block(text: str, lang: str = "") -> str:
     longest = max((len(m) for m in re.findall(r"^\s*(`{3,}|~{3,})", text, re.M)), default=0)
     fence = "`" * max(3, longest + 1)
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
+
+
+def cell(text: str) -> str:
+    """Text for a table cell: GitHub splits cells on every ``|``, even inside code spans."""
+    return " ".join(str(text).split()).replace("|", "\\|")

@@ -30,6 +30,7 @@ def environment() -> jinja2.Environment:
     env.filters["inline"] = markdown.inline
     env.filters["code"] = markdown.code
     env.filters["block"] = markdown.block
+    env.filters["cell"] = markdown.cell
     return env
 
 

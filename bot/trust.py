@@ -1,0 +1,160 @@
+"""Whose pull requests run without a maintainer's go-ahead: the ``/ok-to-test`` records and the
+gate in front of the automatic ``align`` job."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, cast
+
+from github import GithubException
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+from sqlalchemy import BigInteger, Engine, Index, String, Table, exists, select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.orm import Mapped, mapped_column
+
+from checks.report import environment
+
+from .config import CONFIG_PATH, ConfigError, RepoConfig, Trust, load_config
+from .github import GitHubApp
+from .models import Base, BigId, transaction, utcnow
+
+log = logging.getLogger(__name__)
+
+# author_association values of people inside the organisation or invited to the repository.
+TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+WAITING_MARKER = "<!-- alignbot:waiting-for-ok-to-test -->"
+
+
+class OkToTest(Base):
+    """A maintainer's ``/ok-to-test``: ``trusted_by`` let pull request ``repo#number`` run at
+    ``head_sha``. With ``trust.carry_over_pushes`` any row of the pull request counts;
+    without it only the row for the current head does, so every push needs a new go-ahead."""
+
+    __tablename__ = "pr_ok_to_test"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
+    repo: Mapped[str] = mapped_column(String(255))  # owner/name
+    number: Mapped[int] = mapped_column(BigInteger)
+    head_sha: Mapped[str] = mapped_column(String(64))
+    trusted_by: Mapped[str] = mapped_column(String(64))  # GitHub login
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+    __table_args__ = (Index("ux_pr_ok_to_test", "repo", "number", "head_sha", unique=True),)
+
+
+OK_TO_TEST = cast(Table, OkToTest.__table__)
+
+
+class Decision(StrEnum):
+    RUN = "run"
+    WAIT = "wait"  # until a maintainer's /ok-to-test
+    SKIP = "skip"  # never automatically (trust.outside_contributors: skip)
+
+
+def record_ok(engine: Engine, repo: str, number: int, head_sha: str, login: str) -> bool:
+    """Record an ``/ok-to-test``; False if this head was already trusted (nothing changes)."""
+    with transaction(engine) as conn:
+        dialect_insert = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
+        inserted = conn.execute(
+            dialect_insert(OK_TO_TEST)
+            .values(repo=repo, number=number, head_sha=head_sha, trusted_by=login,
+                    created_at=utcnow())
+            .on_conflict_do_nothing(index_elements=["repo", "number", "head_sha"]))
+        return bool(inserted.rowcount)
+
+
+def is_ok(engine: Engine, repo: str, number: int, head_sha: str, carry_over: bool) -> bool:
+    """Whether a maintainer trusted this pull request at ``head_sha`` (or at any head)."""
+    where = [OK_TO_TEST.c.repo == repo, OK_TO_TEST.c.number == number]
+    if not carry_over:
+        where.append(OK_TO_TEST.c.head_sha == head_sha)
+    with transaction(engine) as conn:
+        return bool(conn.execute(select(exists().where(*where))).scalar())
+
+
+def decide(association: str | None, trust: Trust, ok: bool) -> Decision:
+    """Run, wait or skip a pull request whose author has this ``author_association``."""
+    if association in TRUSTED_ASSOCIATIONS or trust.outside_contributors == "run":
+        return Decision.RUN
+    if trust.outside_contributors == "skip":
+        return Decision.SKIP
+    return Decision.RUN if ok else Decision.WAIT
+
+
+def base_config(repo: Repository, pr: PullRequest) -> RepoConfig | None:
+    """The configuration on the pull request's base branch, or None (missing or invalid).
+
+    Trust and filing settings come from here, never from the head: a pull request must not be
+    able to trust itself or send issues elsewhere by editing the file.
+    """
+    try:
+        content = repo.get_contents(CONFIG_PATH, ref=pr.base.ref)
+    except GithubException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if isinstance(content, list):
+        return None
+    try:
+        return load_config(content.decoded_content.decode("utf-8", errors="replace"))
+    except ConfigError:
+        log.info("%s: the base branch's %s is invalid; trust defaults apply",
+                 repo.full_name, CONFIG_PATH)
+        return None
+
+
+def base_trust(repo: Repository, pr: PullRequest) -> Trust:
+    config = base_config(repo, pr)
+    return config.trust if config is not None else Trust()
+
+
+def pr_trusted(engine: Engine, repo: Repository, pr: PullRequest, trust: Trust) -> bool:
+    """Whether the pull request at its current head may run without a maintainer's word."""
+    ok = is_ok(engine, repo.full_name, pr.number, pr.head.sha, trust.carry_over_pushes)
+    return decide(pr.author_association, trust, ok) is Decision.RUN
+
+
+@dataclass
+class TrustGate:
+    """The gate in front of the ``align`` job (``AlignmentJob.gate``).
+
+    A pull request from outside the organisation and its collaborators does not run on its
+    own: the first time, the app says so in one comment (found again by ``WAITING_MARKER``
+    and edited in place on later pushes, never posted twice), and a maintainer's
+    ``/ok-to-test`` lets it run. A job a maintainer asked for (``approved_by`` in its payload,
+    set by ``/align``) passes.
+    """
+
+    engine: Engine
+    app: GitHubApp
+
+    def __call__(self, repo: Repository, pr: PullRequest, payload: dict[str, Any]
+                 ) -> str | None:
+        """None if the check may run; otherwise why not (after telling the pull request)."""
+        if payload.get("approved_by"):
+            return None
+        trust = base_trust(repo, pr)
+        ok = is_ok(self.engine, repo.full_name, pr.number, pr.head.sha, trust.carry_over_pushes)
+        decision = decide(pr.author_association, trust, ok)
+        if decision is Decision.RUN:
+            return None
+        if decision is Decision.SKIP:
+            return "an outside contributor's pull request (trust.outside_contributors: skip)"
+        self._say_waiting(pr, trust)
+        return "waiting for a maintainer's /ok-to-test"
+
+    def _say_waiting(self, pr: PullRequest, trust: Trust) -> None:
+        body = environment().get_template("command_waiting.md.j2").render(
+            marker=WAITING_MARKER, head_sha=pr.head.sha, carry_over=trust.carry_over_pushes)
+        login = self.app.bot_login()
+        for comment in pr.get_issue_comments():
+            if comment.user.login == login and WAITING_MARKER in (comment.body or ""):
+                if comment.body != body:
+                    comment.edit(body)
+                return
+        pr.create_issue_comment(body)

@@ -1,0 +1,217 @@
+"""bot/github.py against the GitHub test server over real HTTP: installation tokens, bounded
+retries and rate-limit waits, the bot's login, archive downloads, and a refused token."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import tarfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+import requests
+from github import BadCredentialsException, GithubException, RateLimitExceededException
+from github_server import GitHubServer
+
+from bot.alignment import JOB_KIND, AlignmentJob
+from bot.github import REFRESH_MARGIN, ApiOptions, GitHubApp
+from bot.models import create_all, make_engine
+from bot.queue import JobRecord, JobState, SqlJobQueue
+from bot.worker import TransientError, is_transient
+
+OWNER, NAME, INSTALLATION, NUMBER = "octo-org", "ops-lib", 4242, 7
+BASE, HEAD = "b" * 40, "c" * 40
+TREE = {"README.md": "ops library\n", "ops/add.py": "def add(a, b):\n    return a + b\n"}
+TOKENS = r"/app/installations/\d+/access_tokens$"
+REPO_PATH = rf"^/repos/{OWNER}/{NAME}$"
+
+
+def make_app(server: GitHubServer, *, retries: int = 5, max_wait: float = 5.0) -> GitHubApp:
+    """The app as the service builds it, with no write throttling and a short wait bound."""
+    return GitHubApp(server.app_id, server.private_key_pem, ApiOptions(
+        base_url=server.url, seconds_between_writes=0, max_wait=max_wait, retries=retries))
+
+
+def seed(server: GitHubServer) -> None:
+    server.add_installation(INSTALLATION, OWNER)
+    server.add_repo(OWNER, NAME, INSTALLATION, files_by_ref={BASE: TREE})
+    server.add_pull(OWNER, NAME, NUMBER, HEAD, BASE, "Faster add", "contributor",
+                    head_tree={**TREE, "ops/add.py": "def add(a, b):\n    return b + a\n"},
+                    files=[{"filename": "ops/add.py", "patch": "@@ -2 +2 @@\n-a + b\n+b + a"}])
+
+
+@pytest.fixture()
+def server(github_server: GitHubServer) -> GitHubServer:
+    seed(github_server)
+    return github_server
+
+
+# -- installation tokens ---------------------------------------------------------------------
+
+
+def test_installation_token_is_cached(server: GitHubServer) -> None:
+    app = make_app(server)
+    first, second = app.client(INSTALLATION), app.client(INSTALLATION)
+    assert first.get_repo(f"{OWNER}/{NAME}").full_name == f"{OWNER}/{NAME}"
+    assert second.get_repo(f"{OWNER}/{NAME}").id == first.get_repo(f"{OWNER}/{NAME}").id
+    assert server.count("POST", TOKENS) == 1 and app.tokens_issued == 1
+    assert app.installation_token(INSTALLATION) == app.installation_token(INSTALLATION)
+    assert server.count("POST", TOKENS) == 1
+
+
+@pytest.mark.parametrize(("lifetime", "issued"), [
+    (timedelta(minutes=9), 2),  # always inside the refresh margin: renewed on every call
+    (timedelta(minutes=11), 1),  # a minute outside it: cached
+])
+def test_token_inside_the_refresh_margin_is_renewed(lifetime: timedelta, issued: int) -> None:
+    assert (lifetime < REFRESH_MARGIN) == (issued == 2)
+    with GitHubServer(token_lifetime=lifetime) as server:
+        seed(server)
+        app = make_app(server)
+        first = app.installation_token(INSTALLATION)
+        second = app.installation_token(INSTALLATION)
+        assert (first != second) == (issued == 2)
+        assert server.count("POST", TOKENS) == issued and app.tokens_issued == issued
+        assert app.client(INSTALLATION).get_repo(f"{OWNER}/{NAME}").name == NAME
+
+
+def test_forget_token_makes_the_next_call_fetch_a_new_one(server: GitHubServer) -> None:
+    app = make_app(server)
+    old = app.installation_token(INSTALLATION)
+    app.forget_token(INSTALLATION)
+    app.forget_token(INSTALLATION)  # forgetting twice (or an unknown id) is harmless
+    app.forget_token(999)
+    new = app.installation_token(INSTALLATION)
+    assert new != old and server.count("POST", TOKENS) == 2
+    assert app.client(INSTALLATION).get_repo(f"{OWNER}/{NAME}").name == NAME
+    assert server.count("POST", TOKENS) == 2
+
+
+# -- retries ---------------------------------------------------------------------------------
+
+
+def test_server_errors_are_retried(server: GitHubServer) -> None:
+    gh = make_app(server, retries=3).client(INSTALLATION)
+    server.fail_next(REPO_PATH, count=2, status=502)
+    assert gh.get_repo(f"{OWNER}/{NAME}").name == NAME
+    assert [status for _, path, status in server.requests if path == f"/repos/{OWNER}/{NAME}"] \
+        == [502, 502, 200]
+
+
+def test_more_failures_than_retries_raise_without_hanging(server: GitHubServer) -> None:
+    gh = make_app(server, retries=2).client(INSTALLATION)
+    server.fail_next(REPO_PATH, count=10, status=503)
+    started = time.monotonic()
+    # exhausted retries surface as requests' RetryError, not as a GithubException
+    with pytest.raises((requests.exceptions.RetryError, GithubException)):
+        gh.get_repo(f"{OWNER}/{NAME}")
+    assert time.monotonic() - started < 10
+    assert server.count("GET", REPO_PATH) == 3  # the first try and two retries
+
+
+# -- rate limits -----------------------------------------------------------------------------
+
+
+def test_long_secondary_rate_limit_raises_instead_of_retrying_early(server: GitHubServer) -> None:
+    gh = make_app(server, max_wait=2).client(INSTALLATION)
+    server.secondary_rate_limit(REPO_PATH, count=1, retry_after=30)
+    started = time.monotonic()
+    try:
+        gh.get_repo(f"{OWNER}/{NAME}")
+        raised = False
+    except (GithubException, requests.exceptions.RetryError):
+        raised = True
+    elapsed = time.monotonic() - started
+    assert elapsed < 5, f"waited {elapsed:.1f} s on a Retry-After of 30 s with max_wait=2"
+    # GitHub said "Retry-After: 30". Sleeping max_wait (2 s) and asking again breaks that
+    # instruction (and risks the integration being blocked); ApiOptions promises to raise.
+    retried = server.count("GET", REPO_PATH) - 1
+    assert raised and retried == 0, (
+        f"a Retry-After of 30 s with max_wait=2 should raise at once; instead the client "
+        f"slept {elapsed:.1f} s and retried {retried} time(s) "
+        f"(urllib3 caps Retry-After at retry_after_max instead of refusing)")
+
+
+def test_short_secondary_rate_limit_is_waited_out(server: GitHubServer) -> None:
+    gh = make_app(server, max_wait=5).client(INSTALLATION)
+    server.secondary_rate_limit(REPO_PATH, count=1, retry_after=1)
+    started = time.monotonic()
+    assert gh.get_repo(f"{OWNER}/{NAME}").name == NAME
+    assert 0.9 <= time.monotonic() - started < 5
+    assert [status for _, path, status in server.requests if path == f"/repos/{OWNER}/{NAME}"] \
+        == [403, 200]
+
+
+def test_primary_rate_limit_far_in_the_future_raises(server: GitHubServer) -> None:
+    gh = make_app(server, max_wait=5).client(INSTALLATION)
+    server.primary_rate_limit(REPO_PATH, count=1, reset_in=3600)
+    started = time.monotonic()
+    with pytest.raises(RateLimitExceededException):
+        gh.get_repo(f"{OWNER}/{NAME}")
+    assert time.monotonic() - started < 2
+    assert server.count("GET", REPO_PATH) == 1
+
+
+# -- the app itself, downloads ---------------------------------------------------------------
+
+
+def test_bot_login_is_the_slug_with_bot(server: GitHubServer) -> None:
+    app = make_app(server)
+    assert app.bot_login() == "alignbot[bot]" and app.bot_login() == "alignbot[bot]"
+    assert server.count("GET", r"^/app$") == 1  # asked once, then remembered
+
+
+def test_download_returns_the_tarball_and_refuses_more_than_the_limit(
+        server: GitHubServer) -> None:
+    app = make_app(server)
+    repo = app.client(INSTALLATION).get_repo(f"{OWNER}/{NAME}")
+    data = app.download(repo.get_archive_link("tarball", HEAD), INSTALLATION)
+    assert gzip.decompress(data)  # a gzip stream …
+    with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:  # … holding the head tree
+        names = tar.getnames()
+        member = tar.extractfile(f"{OWNER}-{NAME}-{HEAD[:7]}/ops/add.py")
+        assert member is not None and b"b + a" in member.read()
+    assert f"{OWNER}-{NAME}-{HEAD[:7]}/README.md" in names
+    exact = app.download(repo.get_archive_link("tarball", HEAD), INSTALLATION, limit=len(data))
+    assert exact == data
+    with pytest.raises(ValueError, match=f"larger than {len(data) - 1} bytes"):
+        app.download(repo.get_archive_link("tarball", HEAD), INSTALLATION, limit=len(data) - 1)
+
+
+# -- a token GitHub refuses ------------------------------------------------------------------
+
+
+def job_record(payload: dict[str, object]) -> JobRecord:
+    now = datetime.now(UTC)
+    return JobRecord(id=1, kind=JOB_KIND, key=f"{OWNER}/{NAME}#{NUMBER}", payload=payload,
+                     state=JobState.RUNNING, attempts=1, error=None, result=None,
+                     created_at=now, updated_at=now, started_at=now, worker="test/0")
+
+
+def test_expired_token_is_a_transient_error_and_is_forgotten(server: GitHubServer,
+                                                             tmp_path: Path) -> None:
+    app = make_app(server)
+    gh = app.client(INSTALLATION)
+    assert gh.get_repo(f"{OWNER}/{NAME}").name == NAME
+    assert server.expire_tokens() == 1
+    with pytest.raises(BadCredentialsException):
+        gh.get_repo(f"{OWNER}/{NAME}")
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
+    create_all(engine)
+    job = AlignmentJob(app=app, queue=SqlJobQueue(engine))
+    record = job_record({"installation_id": INSTALLATION, "repo": f"{OWNER}/{NAME}",
+                         "number": NUMBER, "head_sha": HEAD, "trigger": "pull_request.opened"})
+    with pytest.raises(TransientError, match="refused the installation token") as caught:
+        job(record)
+    assert is_transient(caught.value)
+    assert isinstance(caught.value.__cause__, BadCredentialsException)
+    assert server.count("POST", TOKENS) == 1  # the stale cached token was used, then dropped
+
+    # the retry gets a fresh token and runs (the pull request has no config: a skip)
+    assert job(record) == {"skipped": "no .github/alignbot.yml"}
+    assert server.count("POST", TOKENS) == 2
+    assert server.check_runs_for(OWNER, NAME) == [] and server.comments_on(OWNER, NAME, NUMBER) \
+        == []

@@ -1,0 +1,466 @@
+"""bot/output.py: conclusions, GitHub's size limits, Markdown that untrusted text cannot break,
+annotations and their batches, and what a pull request with a bad or no config gets."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from github import GithubException
+from github_server import GitHubServer
+
+from bot.alignment import CONFIG_PATH, JOB_KIND, _complete, _op_files_for
+from bot.config import load_config
+from bot.demo import (
+    INSTALLATION,
+    NUMBER,
+    OWNER,
+    REPO,
+    ROOT,
+    _files,
+    _patch,
+    _sha,
+    deliver,
+    free_port,
+    running,
+    settings_for,
+    wait_for,
+)
+from bot.github import ApiOptions, GitHubApp
+from bot.output import (
+    ANNOTATION_BATCH,
+    CHECK_NAME,
+    CHECK_TEXT_LIMIT,
+    COMMENT_LIMIT,
+    MARKER,
+    CheckContext,
+    CheckOutput,
+    Conclusion,
+    annotations_for,
+    check_output,
+    comment_body,
+    conclusion,
+    fit,
+)
+from bot.queue import JobState, SqlJobQueue
+from checks.markdown import ZWSP
+
+HEAD = "e" * 40
+CUT_NOTE = "**Cut here:**"
+REPORT_URL = "https://alignbot.example.com/reports/1234"
+HOSTILE = ("@octocat and @org/team see #123 ``` <img src=x onerror=alert(1)> "
+           "[link](javascript:alert(1))\nsecond line | with | pipes\n```\n~~~\n````")
+HOSTILE_REPRO = f"import torch\n# {HOSTILE}\nraise SystemExit(1)\n"
+
+
+def finding(index: int = 0, **fields: Any) -> dict[str, Any]:
+    """A finding as the engine's JSON report holds it (after triage and minimizing)."""
+    base: dict[str, Any] = {
+        "fingerprint": f"{index:012x}", "kind": "grad-mismatch",
+        "op": "torch.nn.functional.softplus", "spec": "activations.softplus",
+        "message": "gradient w.r.t. input differs: max abs diff 0.5 at [3]", "count": 1,
+        "verdict": "candidate-bug", "verdict_reason": "float64 agrees with the reference",
+        "repro": "import torch\nprint(torch.ones(1))\n", "repro_verified": True,
+        "upstream_url": None, "upstream_draft": None}
+    return {**base, **fields}
+
+
+def report(findings: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    return {"specs_run": 2, "programs_run": 24, "seed": 7, "reference": "2.5.1",
+            "findings": findings, **fields}
+
+
+def context(findings: list[dict[str, Any]] | None = None, **fields: Any) -> CheckContext:
+    return CheckContext(HEAD, "fastops", report=report(findings or []), specs=["activations.*"],
+                        **fields)
+
+
+# -- conclusions -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("verdicts", "expected"), [
+    ([], Conclusion.SUCCESS),
+    (["reference-suspect"], Conclusion.NEUTRAL),
+    (["tolerance-noise"], Conclusion.NEUTRAL),
+    (["reference-suspect", "tolerance-noise"], Conclusion.NEUTRAL),
+    (["candidate-bug"], Conclusion.FAILURE),
+    (["undetermined"], Conclusion.FAILURE),
+    ([None], Conclusion.FAILURE),  # not triaged counts as undetermined
+    (["reference-suspect", "candidate-bug"], Conclusion.FAILURE),
+    (["tolerance-noise", "undetermined"], Conclusion.FAILURE),
+])
+def test_conclusion_from_verdicts(verdicts: list[str | None], expected: Conclusion) -> None:
+    ctx = context([finding(i, verdict=v) for i, v in enumerate(verdicts)])
+    assert conclusion(ctx) is expected
+    assert check_output(ctx).conclusion is expected
+
+
+def test_a_failure_reason_fails_the_check() -> None:
+    assert conclusion(CheckContext(HEAD, "?", failure="the sandbox ran out of time")) \
+        is Conclusion.FAILURE
+    assert conclusion(context([], failure="setup failed")) is Conclusion.FAILURE
+    assert conclusion(CheckContext(HEAD, "?")) is Conclusion.FAILURE  # no report at all
+
+
+# -- fitting GitHub's limits -----------------------------------------------------------------
+
+
+def numbered_lines(count: int, width: int = 50) -> str:
+    return "".join(f"{i:06d} " + "x" * (width - 8) + "\n" for i in range(count))
+
+
+@pytest.mark.parametrize("more", [None, REPORT_URL])
+@pytest.mark.parametrize("limit", [400, 1000, 4321, CHECK_TEXT_LIMIT])
+def test_fit_cuts_at_a_line_boundary_with_a_note(limit: int, more: str | None) -> None:
+    text = numbered_lines(3000)
+    fitted = fit(text, limit, more)
+    assert len(fitted) <= limit
+    kept, note = fitted.split(f"\n\n{CUT_NOTE}")
+    assert text.startswith(kept) and text[len(kept)] == "\n"  # whole lines only
+    assert kept.count("\n") >= 1
+    dropped = len(text) - len(kept)
+    assert f"{dropped} more characters" in note
+    assert "The full report" in note and (more is None or more in note)
+
+
+def test_fit_leaves_short_text_alone() -> None:
+    text = numbered_lines(10)
+    assert fit(text, len(text), REPORT_URL) == text
+    assert fit("", 10, None) == ""
+    one_line = "y" * 5000  # no line to cut at: still within the limit
+    assert len(fit(one_line, 1000, REPORT_URL)) <= 1000
+
+
+def big_report_context(message: str) -> CheckContext:
+    findings = [finding(i, op=f"torch.op{i}", message=message) for i in range(300)]
+    return context(findings, full_report_url=REPORT_URL)
+
+
+def test_300_long_findings_fit_every_limit() -> None:
+    ctx = big_report_context("m" * 1000)
+    output, body = check_output(ctx), comment_body(ctx)
+    assert len(output.summary) <= CHECK_TEXT_LIMIT and len(output.text) <= CHECK_TEXT_LIMIT
+    assert len(body) <= COMMENT_LIMIT
+    assert CUT_NOTE in output.text and REPORT_URL in output.text
+    assert CUT_NOTE in body and REPORT_URL in body
+    assert body.startswith(MARKER)  # the sticky comment can still be found again
+    assert output.conclusion is Conclusion.FAILURE and "300 findings" in output.title
+
+
+def test_cut_note_is_not_swallowed_by_an_open_code_fence() -> None:
+    ctx = big_report_context("m" * 1000)
+    for name, rendered in [("check run text", check_output(ctx).text),
+                           ("comment", comment_body(ctx))]:
+        note = rendered.index(CUT_NOTE)
+        blocks = fenced_blocks(rendered)
+        assert all(block.closed for block in blocks if block.start < note), (
+            f"{name}: fit() cut inside a fenced code block, so the cut note and the full "
+            f"report link render as code: …{rendered[note - 60:note + 40]!r}")
+
+
+def test_check_run_text_fits_githubs_byte_limit() -> None:
+    # GitHub (and the test server) measure output.summary and output.text in bytes
+    ctx = big_report_context("é" * 1000)
+    output = check_output(ctx)
+    assert len(output.text) <= CHECK_TEXT_LIMIT
+    size = len(output.text.encode())
+    assert size <= CHECK_TEXT_LIMIT, (
+        f"check run text is {size} bytes; GitHub rejects more than {CHECK_TEXT_LIMIT} bytes "
+        "(fit() counts characters)")
+
+
+# -- untrusted text in Markdown --------------------------------------------------------------
+
+
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_ALLOWED_TAG = r"(?:/?(?:details|summary|code|sub)>|!-- alignbot:)"
+
+
+@dataclass
+class Block:
+    start: int  # character offset of the opening fence line
+    first: int  # line index of the opening fence
+    last: int  # line index of the closing fence (the last line when unclosed)
+    content: str
+    closed: bool
+
+
+def fenced_blocks(markdown: str) -> list[Block]:
+    """CommonMark fenced code blocks: a run of ≥3 backticks (or tildes) opens one; a line of
+    the same character, at least as long and with nothing else, closes it."""
+    blocks, lines, i = [], markdown.split("\n"), 0
+    starts = [0]
+    for line in lines:
+        starts.append(starts[-1] + len(line) + 1)
+    while i < len(lines):
+        opened = _FENCE.match(lines[i])
+        if not opened or (opened[1][0] == "`" and "`" in opened[2]):
+            i += 1
+            continue
+        first, fence = i, opened[1]
+        closer = re.compile(rf" {{0,3}}{re.escape(fence[0])}{{{len(fence)},}}[ \t]*")
+        i += 1
+        while i < len(lines) and not closer.fullmatch(lines[i]):
+            i += 1
+        closed = i < len(lines)
+        last = i if closed else len(lines) - 1
+        blocks.append(Block(starts[first], first, last, "\n".join(lines[first + 1:i]), closed))
+        i += 1
+    return blocks
+
+
+def prose_lines(markdown: str) -> list[str]:
+    """The lines outside fenced code blocks."""
+    inside = {n for block in fenced_blocks(markdown) for n in range(block.first, block.last + 1)}
+    return [line for n, line in enumerate(markdown.split("\n")) if n not in inside]
+
+
+def without_code_spans(line: str) -> str:
+    """A line with its inline code spans (`x`, ``x``, …) replaced by a placeholder."""
+    out, pos = [], 0
+    opener = re.compile(r"(?<![\\`])`+")
+    while found := opener.search(line, pos):
+        out.append(line[pos:found.start()])
+        closer = re.compile(rf"(?<!`)`{{{len(found[0])}}}(?!`)").search(line, found.end())
+        if closer is None:
+            out.append(found[0])
+            pos = found.end()
+        else:
+            out.append("CODE")
+            pos = closer.end()
+    out.append(line[pos:])
+    return "".join(out)
+
+
+def markdown_problems(markdown: str, untouched: Sequence[str] = ()) -> list[str]:
+    """What untrusted text did to rendered Markdown: live mentions or issue references, raw
+    HTML, live links, table rows with extra cells, and code blocks closed early. Each string
+    in ``untouched`` must be the whole content of one closed fenced block."""
+    problems = []
+    blocks = fenced_blocks(markdown)
+    problems += [f"unclosed code fence at offset {b.start}" for b in blocks if not b.closed]
+    contents = [b.content for b in blocks if b.closed]
+    problems += [f"not one intact code block: {text[:40]!r}" for text in untouched
+                 if text.rstrip() not in contents]
+    lines = prose_lines(markdown)
+    for line in map(without_code_spans, lines):
+        problems += [f"live mention {m!r} in {line[:80]!r}"
+                     for m in re.findall(r"(?<![\w`])@[A-Za-z0-9][\w/-]*", line)]
+        problems += [f"live reference {m!r} in {line[:80]!r}"
+                     for m in re.findall(r"(?<![\w&])#\d+", line)]
+        problems += [f"raw HTML in {line[:80]!r}"
+                     for _ in re.findall(rf"(?<!\\)<(?!{_ALLOWED_TAG})[A-Za-z/!?]", line)]
+        problems += [f"live link in {line[:80]!r}" for _ in re.findall(r"(?<!\\)\]\(", line)]
+    table: list[str] = []
+    for line in [*lines, ""]:
+        if line.startswith("|"):
+            table.append(line)
+            continue
+        cells = [len(re.findall(r"(?<!\\)\|", row)) - 1 for row in table]
+        problems += [f"table row with {n} cells under a {cells[0]}-cell header: {row[:90]!r}"
+                     for row, n in zip(table, cells, strict=True) if n != cells[0]]
+        table = []
+    return problems
+
+
+def hostile_context() -> CheckContext:
+    findings = [
+        finding(0, op=f"torch.ops.{HOSTILE}", message=f"grad differs: {HOSTILE}",
+                verdict_reason=HOSTILE, repro=HOSTILE_REPRO),
+        finding(1, kind="candidate-error", verdict="undetermined", op="torch.add",
+                message=f"the candidate raised ValueError: {HOSTILE}",
+                verdict_reason=f"RuntimeError: {HOSTILE}", repro=HOSTILE_REPRO),
+    ]
+    return CheckContext(HEAD, f"import fastops {HOSTILE}", report=report(
+        findings, reference=f"2.5.1 {HOSTILE}"), specs=[f"ops.{HOSTILE}"], seconds=3.0)
+
+
+def test_hostile_helper_sees_what_it_should() -> None:
+    # the checker itself: it must flag each kind of breakage it is meant to find
+    bad = ("@octocat #12 <img src=x> [a](javascript:x)\n\n| a | b |\n| --- | --- |\n"
+           "| `x|y` | z |\n\n```\nopen")
+    found = " ".join(markdown_problems(bad, ["never there"]))
+    for kind in ("live mention '@octocat'", "live reference '#12'", "raw HTML", "live link",
+                 "table row with 3 cells", "unclosed code fence", "not one intact"):
+        assert kind in found
+    assert markdown_problems(f"`@x` ``a`b`` @{ZWSP}x #{ZWSP}1 \\<b\\> \\[a\\](b)\n"
+                             "```\n@x <b> #1\n```") == []
+
+
+def test_comment_keeps_untrusted_text_inert() -> None:
+    ctx = hostile_context()
+    body = comment_body(ctx)
+    messages = [f["message"] for f in (ctx.report or {})["findings"]]
+    problems = markdown_problems(body, [HOSTILE_REPRO, *messages])
+    assert problems == [], "the comment breaks on untrusted text:\n" + "\n".join(problems)
+    assert f"@{ZWSP}octocat" in body  # defused, not dropped
+    table = [line for line in body.split("\n") if line.startswith("| ")]
+    assert len(table) == 2 + 2  # header, delimiter, one row per finding
+
+
+def test_check_run_output_keeps_untrusted_text_inert() -> None:
+    ctx = hostile_context()
+    output = check_output(ctx)
+    problems = markdown_problems(output.summary) + markdown_problems(output.text, [HOSTILE_REPRO])
+    assert problems == [], "the check run breaks on untrusted text:\n" + "\n".join(problems)
+    assert "\n" not in output.title and "@octocat" not in output.title
+
+
+def test_failure_reason_and_advice_stay_inert() -> None:
+    ctx = CheckContext(HEAD, "?", failure=f"setup exited 1: {HOSTILE}", advice=HOSTILE)
+    body, output = comment_body(ctx), check_output(ctx)
+    for rendered in (body, output.summary, output.text):
+        assert markdown_problems(rendered) == []
+    assert "setup exited 1" in body and "setup exited 1" in output.summary
+
+
+# -- annotations -----------------------------------------------------------------------------
+
+
+TWO_FILES_CONFIG = """\
+candidate:
+  preset: torch
+ops:
+  - paths: ["kernels/*.py"]
+    specs: ["activations.softplus"]
+"""
+PATCH_AT_41 = "@@ -40,6 +41,7 @@ def softplus(x):\n     y = x\n+    y = y * 2\n     return y\n" \
+              "@@ -90,3 +92,4 @@\n+pass\n"
+
+
+def test_annotations_land_on_the_first_changed_line_of_each_op_file() -> None:
+    config = load_config(TWO_FILES_CONFIG)
+    changed = ["kernels/softplus.py", "kernels/shared.py", "README.md"]
+    ctx = context([
+        finding(0, verdict="candidate-bug"),
+        finding(1, verdict="reference-suspect", kind="value-mismatch"),
+        finding(2, spec="activations.mish", op="torch.nn.functional.mish"),  # no op file
+    ], patches={path: PATCH_AT_41 for path in changed},
+        op_files_for=_op_files_for(config, changed))
+    notes = annotations_for(ctx)
+    assert [(a["path"], a["start_line"], a["end_line"], a["annotation_level"]) for a in notes] \
+        == [("kernels/softplus.py", 41, 41, "failure"), ("kernels/shared.py", 41, 41, "failure"),
+            ("kernels/softplus.py", 41, 41, "warning"), ("kernels/shared.py", 41, 41, "warning")]
+    assert notes[0]["title"] == "grad-mismatch at torch.nn.functional.softplus"
+    assert notes[2]["message"].startswith("reference-suspect: ")
+    assert check_output(ctx).annotations == notes
+
+
+def test_annotations_are_sent_in_batches_of_50(github_server: GitHubServer) -> None:
+    github_server.add_installation(INSTALLATION, OWNER)
+    github_server.add_repo(OWNER, REPO, INSTALLATION, files_by_ref={HEAD: {"k.py": "x\n"}})
+    gh = GitHubApp(github_server.app_id, github_server.private_key_pem, ApiOptions(
+        base_url=github_server.url, seconds_between_writes=0)).client(INSTALLATION)
+    run = gh.get_repo(f"{OWNER}/{REPO}").create_check_run(
+        name=CHECK_NAME, head_sha=HEAD, status="in_progress", external_id="batch-test")
+    annotations = [{"path": "k.py", "start_line": n + 1, "end_line": n + 1,
+                    "annotation_level": "failure", "title": f"finding {n}",
+                    "message": f"message {n}"} for n in range(120)]
+    output = CheckOutput(Conclusion.FAILURE, "120 findings", "summary", "text", annotations)
+    github_server.clear_log()
+
+    _complete(run, output)
+
+    patches = [e for e in github_server.exchanges if e.method == "PATCH"]
+    assert [e.status for e in patches] == [200, 200, 200]
+    sent = [len(e.request["output"].get("annotations", [])) for e in patches]
+    assert sent == [ANNOTATION_BATCH, ANNOTATION_BATCH, 20]
+    assert ["conclusion" in e.request for e in patches] == [False, False, True]
+    assert patches[-1].request["status"] == "completed"
+    assert patches[-1].request["conclusion"] == "failure"
+    (stored,) = github_server.check_runs_for(OWNER, REPO, HEAD)
+    assert stored.status == "completed" and stored.conclusion == "failure"
+    assert [a["title"] for a in stored.annotations] == [f"finding {n}" for n in range(120)]
+    # the batches matter: GitHub (and the test server) refuse 51 annotations in one request
+    with pytest.raises(GithubException) as refused:
+        run.edit(output={"title": "t", "summary": "s", "annotations": annotations[:51]})
+    assert refused.value.status == 422
+
+
+# -- a pull request with a bad config, or none, end to end -----------------------------------
+
+
+BROKEN_CONFIG = b"""\
+# alignbot's configuration, with a typo
+candidate:
+  preset: torch
+draws: 3
+drawz: 4
+ops:
+  - paths: ["fastops.py"]
+    specs: ["activations.softplus"]
+"""
+
+
+def seed_pull(server: GitHubServer, config: bytes | None) -> str:
+    """examples/fastops and a pull request that changes fastops.py, with ``config`` as the
+    head's .github/alignbot.yml (None: no config anywhere)."""
+    base = _files(ROOT / "examples" / "fastops")
+    base.pop(CONFIG_PATH)
+    head = {**base, "fastops.py": (ROOT / "examples" / "pull-request" / "fastops.py")
+            .read_bytes()}
+    if config is not None:
+        head[CONFIG_PATH] = config
+    base_sha, head_sha = _sha(base), _sha(head)
+    server.add_installation(INSTALLATION, OWNER)
+    server.add_repo(OWNER, REPO, INSTALLATION, files_by_ref={base_sha: base})
+    server.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Speed up softplus", "contributor",
+                    head_tree=head, files=[{
+                        "filename": "fastops.py", "status": "modified",
+                        "patch": _patch("fastops.py", base["fastops.py"], head["fastops.py"])}])
+    return head_sha
+
+
+def test_invalid_config_fails_the_check_and_names_the_line(github_server: GitHubServer,
+                                                           tmp_path: Path) -> None:
+    github = github_server
+    head = seed_pull(github, BROKEN_CONFIG)
+    port = free_port()
+    with running(settings_for(github, tmp_path, port)):
+        reply = deliver(github, port, "pull_request",
+                        github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER))
+        assert reply.status_code == 202
+
+        def posted() -> bool:
+            runs = github.check_runs_for(OWNER, REPO, head)
+            return bool(runs) and runs[0].status == "completed" \
+                and bool(github.comments_on(OWNER, REPO, NUMBER))
+
+        wait_for(posted, 60, "the check run and the comment")
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    (comment,) = github.comments_on(OWNER, REPO, NUMBER)
+    assert run.conclusion == "failure"
+    summary = run.output["summary"]
+    for text in (summary, comment.body):
+        assert "alignbot.yml:5:" in text and "drawz" in text and "did you mean" in text
+        assert "could not run" in text
+    assert comment.user.login == "alignbot[bot]" and MARKER in comment.body
+    assert not run.annotations
+
+
+def test_no_config_means_silence(github_server: GitHubServer, tmp_path: Path) -> None:
+    github = github_server
+    seed_pull(github, None)
+    port = free_port()
+    with running(settings_for(github, tmp_path, port)) as service:
+        queue = SqlJobQueue(service.engine)
+        reply = deliver(github, port, "pull_request",
+                        github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER))
+        assert reply.status_code == 202
+
+        def finished() -> bool:
+            jobs = queue.list(kind=JOB_KIND)
+            return bool(jobs) and all(j.state not in (JobState.QUEUED, JobState.RUNNING)
+                                      for j in jobs)
+
+        wait_for(finished, 60, "the job")
+        (job,) = queue.list(kind=JOB_KIND)
+    assert job.state is JobState.DONE and job.result == {"skipped": f"no {CONFIG_PATH}"}
+    assert github.check_runs_for(OWNER, REPO) == []
+    assert github.comments_on(OWNER, REPO, NUMBER) == []
+    assert github.count("POST", r"/check-runs|/comments") == 0
+    assert github.count("PATCH") == 0
