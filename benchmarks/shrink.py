@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from checks import CandidateConfig, CandidateProcess
-from checks.engine import check, draw_programs, evaluate
+from checks.engine import check, draw_programs, evaluate, input_elements
 from checks.findings import Finding
 from checks.minimize import reduce
 from checks.oracle import Budget
@@ -32,17 +32,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 TARGET_SECONDS, TARGET_CALLS = 20.0, 300
 
 
-def _elements(program: dict[str, Any]) -> int:
-    total = 0
-    for node in program["nodes"]:
-        if node["op"] == "input":
-            count = 1
-            for dim in node["shape"]:
-                count *= dim
-            total += count
-    return total
-
-
 def minimise(finding: Finding, spec: Spec, candidate: CandidateProcess,
              calls: int, seconds: float) -> dict[str, Any]:
     budget = Budget(calls, seconds)
@@ -50,7 +39,7 @@ def minimise(finding: Finding, spec: Spec, candidate: CandidateProcess,
     _, current, program = reduce(finding, spec, candidate, budget)
     return {"spec": spec.name, "kind": finding.kind.value, "op": finding.op,
             "calls": budget.calls, "seconds": round(time.perf_counter() - start, 3),
-            "elements_before": _elements(finding.program), "elements_after": _elements(program),
+            "elements_before": input_elements(finding.program), "elements_after": input_elements(program),
             "same_fingerprint": current.fingerprint == finding.fingerprint}
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import sys
 import time
 import traceback
@@ -127,15 +128,13 @@ def draw_programs(spec: Spec, n: int, seed: int,
     run()
 
 
+def input_elements(program: Program) -> int:
+    """How many input elements a program draws: the size a smaller repro is judged by."""
+    return sum(math.prod(node["shape"]) for node in program["nodes"] if node["op"] == "input")
+
+
 def _size(program: Program) -> tuple[int, int]:
-    elements = 0
-    for node in program["nodes"]:
-        if node["op"] == "input":
-            count = 1
-            for dim in node["shape"]:
-                count *= dim
-            elements += count
-    return elements, len(program["nodes"])
+    return input_elements(program), len(program["nodes"])
 
 
 def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int | None = None,
