@@ -39,7 +39,8 @@ def minimise(finding: Finding, spec: Spec, candidate: CandidateProcess,
     _, current, program = reduce(finding, spec, candidate, budget)
     return {"spec": spec.name, "kind": finding.kind.value, "op": finding.op,
             "calls": budget.calls, "seconds": round(time.perf_counter() - start, 3),
-            "elements_before": input_elements(finding.program), "elements_after": input_elements(program),
+            "elements_before": input_elements(finding.program),
+            "elements_after": input_elements(program),
             "same_fingerprint": current.fingerprint == finding.fingerprint}
 
 
