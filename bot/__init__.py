@@ -15,5 +15,10 @@ Module map (one concern each; none of the feature modules knows about HTTP):
                     resource limits, a timeout and no network
 - ``alignment.py``  the feature: pull request → job → sandboxed check → check run + comment
 - ``output.py``     check-run and sticky-comment rendering from templates/, within GitHub's limits
-- ``serve.py``      ``alignbot serve``: service, worker (and scheduler) in one process
+- ``trust.py``      the ``/ok-to-test`` gate for pull requests from outside contributors
+- ``commands.py``   slash-commands in PR comments and reviews (parse, permissions, replies)
+- ``reminders.py``  weekly reminders on stale pull requests and the upstream watch digest
+- ``scheduler.py``  the sweep lock and the scheduler thread that runs the weekly sweeps
+- ``serve.py``      ``alignbot serve``: service, worker and scheduler in one process
+- ``demo.py``       ``alignbot demo``: the whole flow against the GitHub test server
 """

@@ -70,7 +70,8 @@ def seed(server: Any, head_file: Path) -> tuple[str, str]:
     changed = [{"filename": "fastops.py", "status": "modified",
                 "patch": _patch("fastops.py", base["fastops.py"], head["fastops.py"])}]
     server.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Speed up the softplus backward",
-                    "contributor", head_tree=head, files=changed)
+                    "contributor", head_tree=head, files=changed,
+                    author_association="MEMBER")
     return base_sha, head_sha
 
 

@@ -1,4 +1,5 @@
-"""``alignbot serve``: the webhook service, the worker and its handlers, in one process."""
+"""``alignbot serve``: the webhook service, the worker and its handlers, and the reminder
+scheduler, in one process."""
 
 from __future__ import annotations
 
@@ -10,12 +11,14 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine
 
-from . import alignment
+from . import alignment, commands, trust
 from .app import create_app
 from .github import ApiOptions, GitHubApp
 from .models import create_all, make_engine
 from .queue import SqlJobQueue
+from .reminders import ApiLimits, SweepOptions
 from .sandbox import Containment, SandboxLimits
+from .scheduler import Scheduler
 from .settings import Settings
 from .webhooks import WebhookRouter
 from .worker import Worker
@@ -29,6 +32,7 @@ class Service:
     engine: Engine
     worker: Worker
     github: GitHubApp
+    scheduler: Scheduler
 
 
 def build(settings: Settings) -> Service:
@@ -47,12 +51,19 @@ def build(settings: Settings) -> Service:
         app=github, queue=queue,
         limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
                              memory_bytes=settings.sandbox_memory_bytes),
-        containment=Containment(hide=tuple(Path(p) for p in hidden)))
-    worker = Worker(queue, {alignment.JOB_KIND: job}, concurrency=settings.workers)
+        containment=Containment(hide=tuple(Path(p) for p in hidden)),
+        gate=trust.TrustGate(engine, github))
+    command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
+    worker = Worker(queue, {alignment.JOB_KIND: job, commands.JOB_KIND: command_job},
+                    concurrency=settings.workers)
     router = WebhookRouter()
     alignment.register(router)
+    commands.register(router)
     app = create_app(settings, engine, router, on_enqueued=worker.notify)
-    return Service(app=app, engine=engine, worker=worker, github=github)
+    scheduler = Scheduler(engine, github, options=SweepOptions(
+        limits=ApiLimits(max_wait=settings.github_max_wait),
+        write_interval=settings.github_write_interval))
+    return Service(app=app, engine=engine, worker=worker, github=github, scheduler=scheduler)
 
 
 def serve(settings: Settings) -> None:
@@ -60,8 +71,10 @@ def serve(settings: Settings) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     service = build(settings)
     service.worker.start()
+    service.scheduler.start()
     try:
         uvicorn.run(service.app, host=settings.host, port=settings.port, log_level="info",
                     access_log=False)
     finally:
+        service.scheduler.stop(timeout=30)
         service.worker.stop(timeout=30)

@@ -87,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, help="port to listen on (ALIGNBOT_PORT)")
     serve.set_defaults(func=cmd_serve)
 
+    sweep = commands.add_parser("remind-sweep", help="run one reminder sweep now (for cron), "
+                                "with the service's ALIGNBOT_* settings")
+    sweep.add_argument("--force", action="store_true", help="sweep every repository now, not "
+                       "only those whose weekly time has come (still one reminder a week)")
+    sweep.set_defaults(func=cmd_remind_sweep)
+
     demo = commands.add_parser("demo", help="the app end to end against a GitHub test server")
     demo.set_defaults(func=cmd_demo)
 
@@ -222,6 +228,18 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except SettingsError as exc:
         raise UsageError(f"the service cannot start:\n{exc}") from exc
     serve(settings)
+    return 0
+
+
+def cmd_remind_sweep(args: argparse.Namespace) -> int:
+    from bot.scheduler import run_from_settings
+    from bot.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise UsageError(f"the sweep cannot start:\n{exc}") from exc
+    print(run_from_settings(settings, force=args.force).summary())
     return 0
 
 

@@ -73,7 +73,8 @@ def test_hostile_spec_is_contained_and_no_secret_is_posted(github_server: Any,
     github.add_repo(OWNER, REPO, 4242, files_by_ref={base_sha: base})
     github.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Innocent change", "mallory",
                     head_tree=head, files=[{"filename": "fastops.py", "status": "modified",
-                                            "patch": "@@ -1,1 +1,1 @@\n-a\n+b"}])
+                                            "patch": "@@ -1,1 +1,1 @@\n-a\n+b"}],
+                    author_association="MEMBER")
     key_file = tmp_path / "app-key.pem"
     key_file.write_text(github.private_key_pem)
     key_file.chmod(0o600)

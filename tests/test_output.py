@@ -411,7 +411,8 @@ def seed_pull(server: GitHubServer, config: bytes | None) -> str:
     server.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Speed up softplus", "contributor",
                     head_tree=head, files=[{
                         "filename": "fastops.py", "status": "modified",
-                        "patch": _patch("fastops.py", base["fastops.py"], head["fastops.py"])}])
+                        "patch": _patch("fastops.py", base["fastops.py"], head["fastops.py"])}],
+                    author_association="MEMBER")
     return head_sha
 
 

@@ -1,0 +1,608 @@
+"""bot/commands.py and bot/trust.py: slash-commands parsed from comments and reviews, acted on
+by the ``command`` job against the GitHub test server, and the ``/ok-to-test`` gate in front
+of the ``align`` job."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from github_server import GitHubServer
+
+from bot import commands
+from bot.alignment import AlignmentJob, on_pull_request
+from bot.commands import (
+    CommandJob,
+    Malformed,
+    Name,
+    RateLimit,
+    command_lines,
+    new_command_lines,
+    on_issue_comment,
+    on_review,
+    parse_duration,
+    parse_line,
+    reminder_settings,
+)
+from bot.demo import (
+    INSTALLATION,
+    NUMBER,
+    OWNER,
+    REPO,
+    ROOT,
+    SECRET,
+    deliver,
+    free_port,
+    settings_for,
+)
+from bot.demo import running as running_service
+from bot.demo import seed as demo_seed
+from bot.demo import wait_for as wait_until
+from bot.github import ApiOptions, GitHubApp
+from bot.models import create_all, make_engine, utcnow
+from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from bot.sandbox import SandboxResult
+from bot.trust import WAITING_MARKER, TrustGate, is_ok
+from bot.webhooks import Event
+
+CONFIG = (ROOT / "examples" / "fastops" / ".github" / "alignbot.yml").read_text()
+FASTOPS = (ROOT / "examples" / "fastops" / "fastops.py").read_text()
+AUTHOR = "contributor"
+BOT = "alignbot[bot]"
+ROLES = {"admin": "ada", "write": "wes", "read": "rita", "none": "nora"}
+CANDIDATE_BUG, REFERENCE_SUSPECT = "a1b2c3d4e5f6", "0f9e8d7c6b5a"
+REPORT = {
+    "specs_run": 2, "programs_run": 24, "seed": 1, "reference": "2.5.0",
+    "findings": [
+        {"fingerprint": CANDIDATE_BUG, "kind": "grad-mismatch", "spec": "activations.softplus",
+         "op": "torch.nn.functional.softplus", "message": "gradient differs",
+         "verdict": "candidate-bug", "verdict_reason": "the candidate is off",
+         "repro": "import torch\nprint('softplus repro')\n", "repro_verified": True,
+         "upstream_draft": None, "upstream_title": None, "upstream_url": None},
+        {"fingerprint": REFERENCE_SUSPECT, "kind": "value-mismatch", "spec": "special.erf",
+         "op": "torch.erf", "message": "values differ", "verdict": "reference-suspect",
+         "verdict_reason": "float64 sides with the candidate",
+         "repro": "import torch\nprint('erf repro')\n", "repro_verified": True,
+         "upstream_title": "torch.erf is inaccurate for float32 inputs near 3",
+         "upstream_draft": "### 🐛 Describe the bug\n\n`torch.erf` is off by 2 ulp @here.\n",
+         "upstream_url": "https://github.com/pytorch/pytorch/issues/new?title=erf"},
+    ],
+}
+
+
+def sha(label: str) -> str:
+    return hashlib.sha1(label.encode()).hexdigest()
+
+
+@dataclass
+class Env:
+    """The GitHub test server with one pull request, a database and the two job handlers."""
+
+    github: GitHubServer
+    queue: SqlJobQueue
+    job: CommandJob
+    align: AlignmentJob
+    head: str
+
+    def comment(self, body: str, user: str, number: int = NUMBER) -> dict[str, Any]:
+        """``user`` comments ``body``; the webhook's job runs; returns its result."""
+        comment = self.github.add_comment(OWNER, REPO, number, body, user)
+        payload = self.github.webhook("issue_comment.created", OWNER, REPO,
+                                      comment_id=comment.id)
+        requests = on_issue_comment(Event("issue_comment", "created", f"d-{comment.id}",
+                                          payload))
+        return self.run(requests)[0] if requests else {}
+
+    def run(self, requests: list[JobRequest]) -> list[dict[str, Any]]:
+        return [self.job(record(request)) or {} for request in requests]
+
+    def replies(self, number: int = NUMBER) -> list[str]:
+        return [c.body for c in self.github.comments_on(OWNER, REPO, number)
+                if c.user.login == BOT]
+
+    def reactions(self, comment_id: int) -> list[str]:
+        return [r.content for r in self.github.comments[comment_id].reactions]
+
+    def align_jobs(self) -> list[JobRecord]:
+        return self.queue.list(kind="align")
+
+    def run_align(self) -> dict[str, Any] | None:
+        """Claim the next queued ``align`` job and run it (with the fake sandbox)."""
+        job = self.queue.claim("test")
+        assert job is not None and job.kind == "align"
+        result = self.align(job)
+        self.queue.complete(job.id, result)
+        return result
+
+    def finish_check(self, report: dict[str, Any] = REPORT) -> None:
+        """A completed ``align`` job with ``report``, as /repro and /upstream read it."""
+        job_id = self.queue.enqueue(JobRequest("align", f"{OWNER}/{REPO}#{NUMBER}",
+                                               {"head_sha": self.head}))
+        assert self.queue.claim("test") is not None
+        self.queue.complete(job_id, {"report": report})
+
+
+def record(request: JobRequest) -> JobRecord:
+    now = utcnow()
+    return JobRecord(0, request.kind, request.key, request.payload, JobState.RUNNING, 1, None,
+                     None, now, now, now, "test")
+
+
+def fake_sandbox(*args: Any) -> SandboxResult:
+    report = {**REPORT, "findings": []}
+    return SandboxResult(report, 0, None, "", "", 0.1)
+
+
+def seed(github: GitHubServer, config: str = CONFIG, association: str = "CONTRIBUTOR",
+         head_config: str | None = None) -> str:
+    """demo-org/fastops with ``config`` on main and pull request #1 by ``contributor``."""
+    base = {".github/alignbot.yml": config, "fastops.py": FASTOPS}
+    head = {**base, "fastops.py": FASTOPS + "\n# faster\n"}
+    if head_config is not None:
+        head[".github/alignbot.yml"] = head_config
+    base_sha, head_sha = sha(str(base)), sha(str(head))
+    github.add_installation(INSTALLATION, OWNER)
+    github.add_repo(OWNER, REPO, INSTALLATION, files_by_ref={base_sha: base})
+    github.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Faster softplus", AUTHOR,
+                    head_tree=head, author_association=association,
+                    files=[{"filename": "fastops.py", "patch": "@@ -1,1 +1,2 @@\n a\n+b"}])
+    for role, login in ROLES.items():
+        github.set_permission(OWNER, REPO, login, role)
+    return head_sha
+
+
+def make_env(github: GitHubServer, tmp_path: Path, **seeding: Any) -> Env:
+    head = seed(github, **seeding)
+    engine = make_engine(f"sqlite:///{tmp_path / 'bot.db'}")
+    create_all(engine)
+    queue = SqlJobQueue(engine)
+    app = GitHubApp(github.app_id, github.private_key_pem, ApiOptions(
+        base_url=github.url, seconds_between_writes=0, retries=0))
+    return Env(github, queue, CommandJob(app, queue, engine),
+               AlignmentJob(app, queue, sandbox=fake_sandbox, gate=TrustGate(engine, app)),
+               head)
+
+
+@pytest.fixture()
+def env(github_server: GitHubServer, tmp_path: Path) -> Iterator[Env]:
+    made = make_env(github_server, tmp_path)
+    yield made
+    made.queue.engine.dispose()
+
+
+# -- parsing -------------------------------------------------------------------------------
+
+
+def test_command_lines_skip_code_quotes_and_comments() -> None:
+    body = "\n".join([
+        "Thanks! /align is what I would run", "/align activations.softplus --n 5",
+        "> /align quoted", "`/align` in inline code", "```", "/align in a fence", "```",
+        "~~~~", "/help", "~~~~", "    /repro 0123456789ab", "<!--", "/ok-to-test", "-->",
+        "  /alignbot   remind  snooze 3d  ", "/alignment is not a command", "/other-bot go",
+        "/help", "/HELP",
+    ])
+    assert command_lines(body) == ["/align activations.softplus --n 5",
+                                   "/alignbot remind snooze 3d", "/help", "/HELP"]
+
+
+def test_an_edit_acts_only_on_new_lines() -> None:
+    assert new_command_lines("/remind off\nplease\n/help", "/remind off") == ["/help"]
+    assert new_command_lines("/remind  off", "/remind off") == []
+
+
+@pytest.mark.parametrize(("line", "expected"), [
+    ("/align", {"name": Name.ALIGN, "ops": ()}),
+    ("/align activations.* torch.erf --n=50 --seed 7",
+     {"ops": ("activations.*", "torch.erf"), "n": 50, "seed": 7}),
+    ("/alignbot align --n 3", {"name": Name.ALIGN, "n": 3}),
+    ("/alignbot", {"name": Name.HELP}),
+    ("/repro A1B2C3D4E5F6", {"name": Name.REPRO, "fingerprint": "a1b2c3d4e5f6"}),
+    ("/upstream a1b2c3d4e5f6 file", {"fingerprint": "a1b2c3d4e5f6", "file": True}),
+    ("/remind snooze 1w2d", {"remind": "snooze", "snooze": timedelta(days=9)}),
+    ("/remind off", {"remind": "off", "snooze": None}),
+    ("/ok-to-test", {"name": Name.OK_TO_TEST}),
+])
+def test_commands_are_understood(line: str, expected: dict[str, Any]) -> None:
+    parsed = parse_line(line)
+    assert not isinstance(parsed, Malformed)
+    for key, value in expected.items():
+        assert getattr(parsed, key) == value
+
+
+@pytest.mark.parametrize(("line", "problem"), [
+    ("/alignbot frobnicate", "unknown_command"),
+    ("/align --n 0", "bad_number"), ("/align --n", "bad_number"),
+    ("/align --seed -1", "bad_number"), ("/align --fast", "unexpected_argument"),
+    ("/align `rm -rf`", "bad_op"), ("/align " + " ".join(f"op{i}" for i in range(21)),
+                                    "too_many_ops"),
+    ("/repro", "missing_argument"), ("/repro xyz", "bad_fingerprint"),
+    ("/upstream a1b2c3d4e5f6 send", "unexpected_argument"),
+    ("/remind", "missing_argument"), ("/remind snooze forever", "bad_duration"),
+    ("/remind later", "unexpected_argument"), ("/ok-to-test now", "unexpected_argument"),
+])
+def test_malformed_commands_say_what_is_wrong(line: str, problem: str) -> None:
+    parsed = parse_line(line)
+    assert isinstance(parsed, Malformed) and parsed.problem == problem
+
+
+def test_durations() -> None:
+    assert parse_duration("12h") == timedelta(hours=12)
+    assert parse_duration("2w") == timedelta(weeks=2)
+    assert parse_duration("0d") is None and parse_duration("400d") is None
+    assert parse_duration("") is None and parse_duration("3 days") is None
+
+
+# -- webhook handlers ----------------------------------------------------------------------
+
+
+def test_handlers_make_one_job_per_comment_and_ignore_bots(env: Env) -> None:
+    github = env.github
+    comment = github.add_comment(OWNER, REPO, NUMBER, "/help\n/remind off", "rita")
+    payload = github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
+    (request,) = on_issue_comment(Event("issue_comment", "created", "d-1", payload))
+    assert request.kind == "command" and not request.supersede
+    assert request.key == f"{OWNER}/{REPO}#{NUMBER}/comment/{comment.id}"
+    assert request.payload["commands"] == ["/help", "/remind off"]
+    assert request.payload["actor"] == "rita"
+
+    github.user("renovate", "Bot")
+    for login in (BOT, "renovate"):
+        own = github.add_comment(OWNER, REPO, NUMBER, "/align", login)
+        payload = github.webhook("issue_comment.created", OWNER, REPO, comment_id=own.id)
+        assert on_issue_comment(Event("issue_comment", "created", "d-2", payload)) == []
+
+    review = github.add_review(OWNER, REPO, NUMBER, "wes", "COMMENTED", "Looks good\n/align")
+    payload = github.webhook("pull_request_review.submitted", OWNER, REPO, number=NUMBER,
+                             review_id=review.id)
+    (request,) = on_review(Event("pull_request_review", "submitted", "d-3", payload))
+    assert request.payload["source"] == "review" and request.payload["commands"] == ["/align"]
+
+
+def test_an_edited_comment_acts_only_on_its_new_lines(env: Env) -> None:
+    first = env.comment("/remind off", AUTHOR)
+    assert first["commands"][0]["accepted"]
+    comment = env.github.comments_on(OWNER, REPO, NUMBER)[0]
+    comment.body = "/remind off\n/help"
+    payload = env.github.webhook("issue_comment.edited", OWNER, REPO, comment_id=comment.id,
+                                 changes={"body": {"from": "/remind off"}})
+    (request,) = on_issue_comment(Event("issue_comment", "edited", "d-edit", payload))
+    assert request.payload["commands"] == ["/help"]
+    env.run([request])
+    (reply,) = env.replies()
+    assert "alignbot answers these commands" in reply
+    assert env.reactions(comment.id).count("+1") == 1  # the /remind off is not repeated
+    title_only = env.github.webhook("issue_comment.edited", OWNER, REPO, comment_id=comment.id,
+                                    changes={"title": {"from": "x"}})
+    assert on_issue_comment(Event("issue_comment", "edited", "d-t", title_only)) == []
+
+
+def test_commands_in_a_review_are_answered_by_a_reply(env: Env) -> None:
+    review = env.github.add_review(OWNER, REPO, NUMBER, "wes", "COMMENTED",
+                                   "Looks right.\n/align\n/remind snooze 2d")
+    payload = env.github.webhook("pull_request_review.submitted", OWNER, REPO, number=NUMBER,
+                                 review_id=review.id)
+    requests = on_review(Event("pull_request_review", "submitted", "d-r", payload))
+    env.run(requests)
+    env.run(requests)
+    assert len(env.align_jobs()) == 1
+    align, remind = env.replies()  # GitHub has no reactions on reviews
+    assert "the alignment check is queued" in align
+    assert "no reminders on this pull request before" in remind
+
+
+# -- each command --------------------------------------------------------------------------
+
+
+def test_align_queues_the_check_with_overrides(env: Env) -> None:
+    result = env.comment("/align activations.softplus --n 5 --seed 9", "wes")
+    assert result["commands"][0]["accepted"]
+    (job,) = env.align_jobs()
+    assert job.payload["ops"] == ["activations.softplus"] and job.payload["n"] == 5
+    assert job.payload["seed"] == 9 and job.payload["head_sha"] == env.head
+    assert job.payload["approved_by"] == "wes" and not job.payload["all_ops"]
+    comment = env.github.comments_on(OWNER, REPO, NUMBER)[0]
+    assert env.reactions(comment.id) == ["eyes"] and env.replies() == []
+    env.comment("/align", "ada")
+    assert env.align_jobs()[-1].payload["all_ops"] is True
+
+
+def test_align_is_rate_limited_per_person(env: Env) -> None:
+    for _ in range(3):
+        assert env.comment("/align", "wes")["commands"][0]["accepted"]
+    refused = env.comment("/align", "wes")["commands"][0]
+    assert not refused["accepted"]
+    assert "at most 3" in env.replies()[-1] and "UTC" in env.replies()[-1]
+    assert env.comment("/align", "ada")["commands"][0]["accepted"]
+    assert len(env.align_jobs()) == 4
+    later = CommandJob(env.job.app, env.queue, env.job.engine, RateLimit(3),
+                       clock=lambda: datetime.now(UTC) + timedelta(hours=1, minutes=1))
+    env.job = later
+    assert env.comment("/align", "wes")["commands"][0]["accepted"]
+
+
+def test_repro_replies_with_the_script(env: Env) -> None:
+    assert not env.comment(f"/repro {CANDIDATE_BUG}", "nora")["commands"][0]["accepted"]
+    assert "no alignment check has finished" in env.replies()[-1]
+    env.finish_check()
+    assert env.comment(f"/repro {CANDIDATE_BUG}", "nora")["commands"][0]["accepted"]
+    reply = env.replies()[-1]
+    assert "print('softplus repro')" in reply and "python repro.py" in reply
+    assert env.head[:12] in reply
+    env.comment("/repro 000000000000", "nora")
+    assert CANDIDATE_BUG in env.replies()[-1] and "has no finding" in env.replies()[-1]
+
+
+def test_upstream_replies_with_the_draft_escaped(env: Env) -> None:
+    env.finish_check()
+    env.comment(f"/upstream {REFERENCE_SUSPECT}", "rita")
+    reply = env.replies()[-1]
+    assert "torch.erf is inaccurate" in reply and "```markdown" in reply
+    assert "\n@here" not in reply and " @here" in reply  # inside the code block: no ping
+    env.comment(f"/upstream {CANDIDATE_BUG}", "rita")
+    assert "only findings where PyTorch looks wrong" in env.replies()[-1]
+
+
+def test_upstream_file_refuses_without_a_tracking_repo(env: Env) -> None:
+    env.finish_check()
+    result = env.comment(f"/upstream {REFERENCE_SUSPECT} file", "wes")
+    assert not result["commands"][0]["accepted"]
+    assert "upstream.tracking_repo" in env.replies()[-1]
+
+
+def test_upstream_file_opens_one_issue_and_links_it_back(github_server: GitHubServer,
+                                                         tmp_path: Path) -> None:
+    config = CONFIG.replace("  tracker: pytorch/pytorch",
+                            "  tracker: pytorch/pytorch\n  tracking_repo: demo-org/tracking")
+    env = make_env(github_server, tmp_path, config=config)
+    github_server.add_repo(OWNER, "tracking", INSTALLATION)
+    env.finish_check()
+    assert not env.comment(f"/upstream {REFERENCE_SUSPECT} file", "rita")["commands"][0][
+        "accepted"]
+    assert "write access" in env.replies()[-1]
+    assert env.comment(f"/upstream {REFERENCE_SUSPECT} file", "wes")["commands"][0]["accepted"]
+    (issue,) = github_server.created_issues(OWNER, "tracking")
+    assert issue.title == "torch.erf is inaccurate for float32 inputs near 3"
+    assert f"{OWNER}/{REPO}#{NUMBER}" in (issue.body or "")
+    assert "Describe the bug" in (issue.body or "")
+    assert f"[{OWNER}/tracking#{issue.number}](" in env.replies()[-1]
+    env.comment(f"/upstream {REFERENCE_SUSPECT} file", "ada")
+    assert len(github_server.created_issues(OWNER, "tracking")) == 1
+    assert "already filed" in env.replies()[-1]
+    assert github_server.created_issues(OWNER, REPO) == []  # nothing in the PR's repository
+
+
+def test_upstream_file_never_goes_to_someone_elses_repository(github_server: GitHubServer,
+                                                              tmp_path: Path) -> None:
+    config = CONFIG.replace("  tracker: pytorch/pytorch",
+                            "  tracker: pytorch/pytorch\n  tracking_repo: pytorch/pytorch")
+    env = make_env(github_server, tmp_path, config=config)
+    env.finish_check()
+    env.comment(f"/upstream {REFERENCE_SUSPECT} file", "ada")
+    assert "only opens issues in the project's own repositories" in env.replies()[-1]
+    assert github_server.count("POST", r"/issues$") == 0
+
+
+def test_remind_changes_this_pull_requests_settings(env: Env) -> None:
+    engine = env.job.engine
+    assert env.comment("/remind snooze 3d", AUTHOR)["commands"][0]["accepted"]
+    row = reminder_settings(engine, f"{OWNER}/{REPO}", NUMBER)
+    assert row is not None and not row.disabled and row.updated_by == AUTHOR
+    assert timedelta(days=2, hours=23) < row.snoozed_until - datetime.now(UTC) <= timedelta(3)
+    env.comment("/remind off", "wes")
+    row = reminder_settings(engine, f"{OWNER}/{REPO}", NUMBER)
+    assert row is not None and row.disabled and row.snoozed_until is None
+    assert not env.comment("/remind on", "rita")["commands"][0]["accepted"]
+    assert "only the pull request's author" in env.replies()[-1]
+    env.comment("/remind on", AUTHOR)
+    row = reminder_settings(engine, f"{OWNER}/{REPO}", NUMBER)
+    assert row is not None and not row.disabled
+    assert env.replies() == [env.replies()[0]]  # accepted /remind: a reaction, no reply
+
+
+def test_help_and_malformed_commands_reply_with_usage(env: Env) -> None:
+    env.comment("/help", "nora")
+    help_text = env.replies()[-1]
+    assert "/upstream FINGERPRINT [file]" in help_text and "/ok-to-test" in help_text
+    assert "after a maintainer's `/ok-to-test`" in help_text
+    env.comment("/align --n lots", "wes")
+    reply = env.replies()[-1]
+    assert "`--n lots`" in reply and "Usage: `/align [OPS…]" in reply
+    env.comment("/alignbot @everyone", "nora")
+    reply = env.replies()[-1]
+    assert "`@everyone` is not an alignbot command" in reply and "/remind snooze" in reply
+
+
+def test_several_commands_in_one_comment(env: Env) -> None:
+    env.finish_check()
+    result = env.comment(f"Let's see.\n/align\n/repro {CANDIDATE_BUG}\n/remind off\n/help",
+                         "wes")
+    assert [c["command"] for c in result["commands"]] == ["align", "repro", "remind", "help"]
+    assert all(c["accepted"] for c in result["commands"])
+    assert len(env.align_jobs()) == 2 and len(env.replies()) == 2  # repro and help
+    comment = env.github.comments_on(OWNER, REPO, NUMBER)[0]
+    assert sorted(env.reactions(comment.id)) == ["+1", "eyes"]
+
+
+# -- permissions ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("login", "accepted"), [
+    ("ada", True), ("wes", True), ("rita", False), ("nora", False), ("stranger", False),
+])
+def test_align_and_ok_to_test_need_write_access(env: Env, login: str, accepted: bool) -> None:
+    for line in ("/align", "/ok-to-test"):
+        assert env.comment(line, login)["commands"][0]["accepted"] is accepted
+    if not accepted:
+        assert all("needs write access" in reply for reply in env.replies())
+
+
+def test_the_author_may_align_only_a_trusted_pull_request(github_server: GitHubServer,
+                                                          tmp_path: Path) -> None:
+    outside = make_env(github_server, tmp_path)
+    assert not outside.comment("/align", AUTHOR)["commands"][0]["accepted"]
+    assert "waits for a maintainer's `/ok-to-test`" in outside.replies()[-1]
+    assert not outside.comment("/ok-to-test", AUTHOR)["commands"][0]["accepted"]
+    outside.comment("/ok-to-test", "wes")
+    assert outside.comment("/align", AUTHOR)["commands"][0]["accepted"]
+    assert "approved_by" not in outside.align_jobs()[-1].payload  # the gate still applies
+
+
+def test_a_members_pull_request_may_be_aligned_by_its_author(github_server: GitHubServer,
+                                                             tmp_path: Path) -> None:
+    env = make_env(github_server, tmp_path, association="MEMBER")
+    assert env.comment("/align", AUTHOR)["commands"][0]["accepted"]
+    assert env.comment("/ok-to-test", "wes")["commands"][0]["accepted"]
+    assert len(env.align_jobs()) == 1  # a member's pull request needs no go-ahead
+
+
+# -- idempotency ---------------------------------------------------------------------------
+
+
+def test_a_rerun_job_neither_acts_nor_replies_twice(env: Env) -> None:
+    comment = env.github.add_comment(OWNER, REPO, NUMBER, "/align\n/help\n/align --n 0", "wes")
+    payload = env.github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
+    (request,) = on_issue_comment(Event("issue_comment", "created", "d-1", payload))
+    env.github.fail_next(r"/issues/\d+/comments$", status=500, method="POST")
+    with pytest.raises(Exception, match="500"):
+        env.run([request])  # /align was decided and queued; its reply was not posted
+    for _ in range(2):
+        env.run([request])
+    assert len(env.align_jobs()) == 1
+    assert len(env.replies()) == 2  # /help and the malformed /align, once each
+    assert env.reactions(comment.id) == ["eyes", "+1"]
+
+
+def test_a_reply_posted_before_a_crash_is_found_again(env: Env) -> None:
+    comment = env.github.add_comment(OWNER, REPO, NUMBER, "/help", "nora")
+    payload = env.github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
+    (request,) = on_issue_comment(Event("issue_comment", "created", "d-1", payload))
+    env.run([request])
+    with env.job.engine.begin() as conn:  # as if the job died before recording the reply id
+        conn.execute(commands.REPLIES.update().values(reply_id=None))
+    env.run([request])
+    assert len(env.replies()) == 1
+
+
+def test_over_http_a_redelivery_changes_nothing(github_server: GitHubServer,
+                                                tmp_path: Path) -> None:
+    """The whole service: POST /webhook, the worker, the command job, GitHub."""
+    github = github_server
+    demo_seed(github, ROOT / "examples" / "pull-request" / "fastops.py")
+    port = free_port()
+    with running_service(settings_for(github, tmp_path, port)):
+        comment = github.add_comment(OWNER, REPO, NUMBER, "/help\n/remind snooze 2w",
+                                     "contributor")
+        payload = github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
+        headers, body = github.delivery("issue_comment", payload, SECRET)
+        url = f"http://127.0.0.1:{port}/webhook"
+        first = httpx.post(url, content=body, headers=headers, timeout=30)
+        assert first.status_code == 202 and first.json()["jobs"] == 1
+        wait_until(lambda: bool(github.comments[comment.id].reactions), 30, "the reaction")
+        again = httpx.post(url, content=body, headers=headers, timeout=30)
+        assert again.json()["status"] == "duplicate"
+        bot = github.user(BOT, "Bot")
+        github.comments[comment.id].user = bot
+        own = github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
+        assert deliver(github, port, "issue_comment", own).json()["status"] == "ignored"
+    replies = [c for c in github.comments_on(OWNER, REPO, NUMBER) if c.user.login == BOT
+               and c.id != comment.id]
+    assert len(replies) == 1 and "alignbot answers these commands" in replies[0].body
+    assert [r.content for r in github.comments[comment.id].reactions] == ["+1"]
+
+
+# -- the /ok-to-test gate ------------------------------------------------------------------
+
+
+def open_pull_request(env: Env, action: str = "opened") -> None:
+    payload = env.github.webhook(f"pull_request.{action}", OWNER, REPO, number=NUMBER)
+    for request in on_pull_request(Event("pull_request", action, f"d-{action}", payload)):
+        env.queue.enqueue(request)
+
+
+def push(env: Env) -> str:
+    issue = env.github.pull(OWNER, REPO, NUMBER)
+    assert issue.pull is not None
+    new = sha(f"push {len(issue.pull.commits)}")
+    env.github.push(OWNER, REPO, NUMBER, new)
+    env.head = new
+    open_pull_request(env, "synchronize")
+    return new
+
+
+def waiting_comments(env: Env) -> list[str]:
+    return [body for body in env.replies() if WAITING_MARKER in body]
+
+
+def test_an_outside_pull_request_waits_for_ok_to_test(env: Env) -> None:
+    open_pull_request(env)
+    assert env.run_align() == {"skipped": "waiting for a maintainer's /ok-to-test"}
+    open_pull_request(env, "reopened")
+    env.run_align()
+    (waiting,) = waiting_comments(env)
+    assert env.head[:12] in waiting and "/ok-to-test" in waiting
+    assert env.github.check_runs_for(OWNER, REPO) == []
+
+    assert env.comment("/ok-to-test", "ada")["commands"][0]["accepted"]
+    result = env.run_align()
+    assert result is not None and result["conclusion"] == "success"
+    assert len(env.github.check_runs_for(OWNER, REPO, env.head)) == 1
+
+    pushed = push(env)  # a new head needs a new go-ahead
+    assert env.run_align() == {"skipped": "waiting for a maintainer's /ok-to-test"}
+    (waiting,) = waiting_comments(env)  # the same comment, now about the new head
+    assert pushed[:12] in waiting
+    assert env.github.check_runs_for(OWNER, REPO, pushed) == []
+    env.comment("/ok-to-test", "wes")
+    env.run_align()
+    assert len(env.github.check_runs_for(OWNER, REPO, pushed)) == 1
+
+
+def test_trust_carries_over_pushes_when_configured(github_server: GitHubServer,
+                                                   tmp_path: Path) -> None:
+    env = make_env(github_server, tmp_path,
+                   config=CONFIG + "trust:\n  carry_over_pushes: true\n")
+    env.comment("/ok-to-test", "wes")
+    env.run_align()
+    pushed = push(env)
+    result = env.run_align()
+    assert result is not None and "conclusion" in result
+    assert len(github_server.check_runs_for(OWNER, REPO, pushed)) == 1
+    assert waiting_comments(env) == []
+    assert is_ok(env.job.engine, f"{OWNER}/{REPO}", NUMBER, pushed, carry_over=True)
+
+
+def test_the_head_cannot_trust_itself(github_server: GitHubServer, tmp_path: Path) -> None:
+    env = make_env(github_server, tmp_path,
+                   head_config=CONFIG + "trust:\n  outside_contributors: run\n")
+    open_pull_request(env)
+    assert env.run_align() == {"skipped": "waiting for a maintainer's /ok-to-test"}
+    assert env.comment("/align", "wes")["commands"][0]["accepted"]  # a maintainer's /align
+    result = env.run_align()
+    assert result is not None and result["conclusion"] == "success"
+
+
+def test_skip_mode_never_runs_outside_pull_requests(github_server: GitHubServer,
+                                                    tmp_path: Path) -> None:
+    env = make_env(github_server, tmp_path,
+                   config=CONFIG + "trust:\n  outside_contributors: skip\n")
+    open_pull_request(env)
+    assert "skip" in str(env.run_align())
+    assert env.replies() == []
+    assert not env.comment("/ok-to-test", "ada")["commands"][0]["accepted"]
+    assert "outside_contributors: skip" in env.replies()[-1]
+
+
+def test_members_and_run_mode_are_not_gated(github_server: GitHubServer,
+                                            tmp_path: Path) -> None:
+    env = make_env(github_server, tmp_path, config=CONFIG + "trust:\n  outside_contributors: "
+                   "run\n")
+    open_pull_request(env)
+    result = env.run_align()
+    assert result is not None and result["conclusion"] == "success"
+    assert waiting_comments(env) == []
