@@ -2,7 +2,7 @@
 ``command`` job (permissions, database state, GitHub calls), answered from templates/.
 
 A command is a line that starts with ``/alignbot <command>`` or a short form (``/align``,
-``/repro``, ``/upstream``, ``/remind``, ``/ok-to-test``, ``/help``); lines in fenced or
+``/repro``, ``/upstream``, ``/track``, ``/remind``, ``/ok-to-test``, ``/help``); lines in fenced or
 indented code, inline code, ``>`` quotes and HTML comments are not. The webhook handler only
 parses (it must not touch the database or the network) and queues one job per comment or
 review with the command lines that are new (for an edit: not in the previous body).
@@ -56,6 +56,7 @@ from .github import GitHubApp
 from .models import Base, BigId, transaction, utcnow
 from .output import COMMENT_LIMIT, fit, safe_title
 from .queue import JOBS, JobQueue, JobRecord, JobRequest, JobState
+from .reminders import UPSTREAM
 from .trust import TRUSTED_ASSOCIATIONS, base_config, pr_trusted, record_ok
 from .webhooks import Event, WebhookRouter, require
 from .worker import TransientError
@@ -75,6 +76,7 @@ class Name(StrEnum):
     ALIGN = "align"
     REPRO = "repro"
     UPSTREAM = "upstream"
+    TRACK = "track"
     REMIND = "remind"
     OK_TO_TEST = "ok-to-test"
     HELP = "help"
@@ -94,6 +96,7 @@ class Problem(StrEnum):
     TOO_MANY_OPS = "too_many_ops"
     BAD_FINGERPRINT = "bad_fingerprint"
     BAD_DURATION = "bad_duration"
+    BAD_URL = "bad_url"
 
 
 class Refusal(StrEnum):
@@ -227,6 +230,7 @@ class Command:
     file: bool = False
     remind: str | None = None  # "snooze" | "on" | "off"
     snooze: timedelta | None = None
+    url: str | None = None  # /track: the canonical URL of the issue or pull request
 
 
 @dataclass(frozen=True)
@@ -244,6 +248,8 @@ class Malformed:
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
 _OP = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.*?\[\]-]{0,199}$")
 _FINGERPRINT = re.compile(r"^[0-9a-fA-F]{12}$")
+_ITEM_URL = re.compile(r"^https://github\.com/([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/"
+                       r"([A-Za-z0-9_.-]{1,100})/(pull|issues)/([1-9][0-9]{0,9})/?$")
 _DURATION = re.compile(r"^(?:(\d{1,3})w)?(?:(\d{1,3})d)?(?:(\d{1,4})h)?$")
 
 
@@ -349,6 +355,39 @@ def _upstream(line: str, args: list[str]) -> Command | Malformed:
     return _finding_args(Name.UPSTREAM, line, args, ("file",))
 
 
+@dataclass(frozen=True)
+class ItemUrl:
+    """A GitHub issue or pull request named by its URL."""
+
+    url: str  # canonical: ``https://github.com/OWNER/REPO/(pull|issues)/N``
+    repo: str  # ``OWNER/REPO``
+    number: int
+    kind: str  # "pr" | "issue"
+
+
+def parse_item_url(text: str) -> ItemUrl | None:
+    """``https://github.com/OWNER/REPO/pull/N`` or ``…/issues/N``, or None."""
+    match = _ITEM_URL.match(text)
+    if match is None or match[2] in (".", ".."):
+        return None
+    owner, name, path, number = match.groups()
+    if int(number) > 2**31 - 1:  # ``upstream_items.number`` is an Integer
+        return None
+    return ItemUrl(f"https://github.com/{owner}/{name}/{path}/{int(number)}", f"{owner}/{name}",
+                   int(number), "pr" if path == "pull" else "issue")
+
+
+def _track(line: str, args: list[str]) -> Command | Malformed:
+    if not args:
+        return Malformed(line, Name.TRACK, Problem.MISSING_ARGUMENT, "URL")
+    if len(args) > 1:
+        return Malformed(line, Name.TRACK, Problem.UNEXPECTED_ARGUMENT, " ".join(args[1:]))
+    item = parse_item_url(args[0])
+    if item is None:
+        return Malformed(line, Name.TRACK, Problem.BAD_URL, args[0])
+    return Command(Name.TRACK, line, url=item.url)
+
+
 def parse_duration(text: str) -> timedelta | None:
     """``3d``, ``2w``, ``12h``, ``1w2d``: a duration from one hour to a year, or None."""
     match = _DURATION.match(text.lower())
@@ -389,8 +428,9 @@ def _no_args(name: Name) -> Callable[[str, list[str]], Command | Malformed]:
 
 
 _PARSERS: dict[Name, Callable[[str, list[str]], Command | Malformed]] = {
-    Name.ALIGN: _align, Name.REPRO: _repro, Name.UPSTREAM: _upstream, Name.REMIND: _remind,
-    Name.OK_TO_TEST: _no_args(Name.OK_TO_TEST), Name.HELP: _no_args(Name.HELP),
+    Name.ALIGN: _align, Name.REPRO: _repro, Name.UPSTREAM: _upstream, Name.TRACK: _track,
+    Name.REMIND: _remind, Name.OK_TO_TEST: _no_args(Name.OK_TO_TEST),
+    Name.HELP: _no_args(Name.HELP),
 }
 
 
@@ -626,7 +666,8 @@ class CommandJob:
     def _execute(self, request: Request, command: Command) -> Outcome:
         actions: dict[Name, Callable[[Request, Command], Outcome]] = {
             Name.ALIGN: self._align, Name.REPRO: self._repro, Name.UPSTREAM: self._upstream,
-            Name.REMIND: self._remind, Name.OK_TO_TEST: self._ok_to_test, Name.HELP: self._help,
+            Name.TRACK: self._track, Name.REMIND: self._remind,
+            Name.OK_TO_TEST: self._ok_to_test, Name.HELP: self._help,
         }
         return actions[command.name](request, command)
 
@@ -740,6 +781,11 @@ class CommandJob:
         filed = self._file(request, tracking, finding)
         if isinstance(filed, Outcome):
             return filed
+        if filed["url"]:  # watched weekly, listed in the digest (a re-run registers nothing new)
+            register_upstream(self.engine, url=str(filed["url"]), repo=tracking,
+                              number=int(filed["number"]), kind="issue",
+                              registered_by=request.actor, pr_repo=request.repo_name,
+                              pr_number=request.number, tracking_repo=tracking)
         return Outcome(True, "+1", "command_upstream.md.j2", {**values, "filed": filed})
 
     def _file(self, request: Request, tracking: str, finding: dict[str, Any]
@@ -775,6 +821,23 @@ class CommandJob:
             conn.execute(update(FILINGS).where(*keys).values(issue_number=issue.number,
                                                              issue_url=issue.html_url))
         return {"repo": tracking, "number": issue.number, "url": issue.html_url, "new": True}
+
+    def _track(self, request: Request, command: Command) -> Outcome:
+        assert command.url is not None
+        if not request.can_write:
+            return refused(Refusal.NEEDS_WRITE)
+        item = parse_item_url(command.url)
+        assert item is not None
+        tracking = request.config.upstream.tracking_repo if request.config else None
+        if register_upstream(self.engine, url=item.url, repo=item.repo, number=item.number,
+                             kind=item.kind, registered_by=request.actor,
+                             pr_repo=request.repo_name, pr_number=request.number,
+                             tracking_repo=tracking):
+            return Outcome(True, "+1", values={"url": item.url})
+        existing = upstream_item(self.engine, item.url)
+        return Outcome(True, None, "command_track.md.j2",
+                       {"url": item.url, "existing": dict(existing._mapping) if existing
+                        else None})
 
     def _remind(self, request: Request, command: Command) -> Outcome:
         if not (request.is_author or request.can_write):
@@ -861,6 +924,28 @@ def latest_report(engine: Engine, repo: str, number: int
         if isinstance(report, dict) and isinstance(report.get("findings"), list):
             return str((payload or {}).get("head_sha", "")), report["findings"]
     return None
+
+
+def register_upstream(engine: Engine, *, url: str, repo: str, number: int, kind: str,
+                      registered_by: str, pr_repo: str, pr_number: int | None,
+                      tracking_repo: str | None = None) -> bool:
+    """Add an issue or pull request to the weekly upstream watch (``upstream_items``, see
+    ``bot/reminders.py``); False, changing nothing, when ``url`` is already watched."""
+    values = {"url": url, "repo": repo, "number": number, "kind": kind,
+              "registered_by": registered_by, "pr_repo": pr_repo, "pr_number": pr_number,
+              "tracking_repo": tracking_repo, "created_at": utcnow()}
+    with transaction(engine) as conn:
+        dialect_insert = (postgresql_insert if conn.dialect.name == "postgresql"
+                          else sqlite_insert)
+        result = conn.execute(dialect_insert(UPSTREAM).values(**values)
+                              .on_conflict_do_nothing(index_elements=["url"]))
+        return bool(result.rowcount)
+
+
+def upstream_item(engine: Engine, url: str) -> Row[Any] | None:
+    """The ``upstream_items`` row watching ``url``, or None."""
+    with transaction(engine) as conn:
+        return conn.execute(select(UPSTREAM).where(UPSTREAM.c.url == url)).first()
 
 
 def reminder_settings(engine: Engine, repo: str, number: int) -> Row[Any] | None:

@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 import pytest
 from github_server import GitHubServer
+from sqlalchemy import select
 
 from bot import commands
 from bot.alignment import AlignmentJob, on_pull_request
@@ -29,6 +30,7 @@ from bot.commands import (
     parse_duration,
     parse_line,
     reminder_settings,
+    upstream_item,
 )
 from bot.demo import (
     INSTALLATION,
@@ -47,6 +49,7 @@ from bot.demo import wait_for as wait_until
 from bot.github import ApiOptions, GitHubApp
 from bot.models import create_all, make_engine, utcnow
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from bot.reminders import UPSTREAM
 from bot.sandbox import SandboxResult
 from bot.trust import WAITING_MARKER, TrustGate, is_ok
 from bot.webhooks import Event
@@ -207,6 +210,10 @@ def test_an_edit_acts_only_on_new_lines() -> None:
     ("/remind snooze 1w2d", {"remind": "snooze", "snooze": timedelta(days=9)}),
     ("/remind off", {"remind": "off", "snooze": None}),
     ("/ok-to-test", {"name": Name.OK_TO_TEST}),
+    ("/track https://github.com/pytorch/pytorch/pull/123",
+     {"name": Name.TRACK, "url": "https://github.com/pytorch/pytorch/pull/123"}),
+    ("/alignbot track https://github.com/pytorch/pytorch/issues/45/",
+     {"name": Name.TRACK, "url": "https://github.com/pytorch/pytorch/issues/45"}),
 ])
 def test_commands_are_understood(line: str, expected: dict[str, Any]) -> None:
     parsed = parse_line(line)
@@ -225,6 +232,14 @@ def test_commands_are_understood(line: str, expected: dict[str, Any]) -> None:
     ("/upstream a1b2c3d4e5f6 send", "unexpected_argument"),
     ("/remind", "missing_argument"), ("/remind snooze forever", "bad_duration"),
     ("/remind later", "unexpected_argument"), ("/ok-to-test now", "unexpected_argument"),
+    ("/track", "missing_argument"), ("/track https://github.com/a/b/pull/1 now",
+                                     "unexpected_argument"),
+    ("/track https://github.com/pytorch/pytorch/commit/abc", "bad_url"),
+    ("/track http://github.com/pytorch/pytorch/pull/1", "bad_url"),
+    ("/track https://example.com/pytorch/pytorch/pull/1", "bad_url"),
+    ("/track https://github.com/pytorch/pytorch/pull/1#issuecomment-2", "bad_url"),
+    ("/track https://github.com/pytorch/pytorch/issues/0", "bad_url"),
+    ("/track pytorch/pytorch#1", "bad_url"),
 ])
 def test_malformed_commands_say_what_is_wrong(line: str, problem: str) -> None:
     parsed = parse_line(line)
@@ -371,10 +386,63 @@ def test_upstream_file_opens_one_issue_and_links_it_back(github_server: GitHubSe
     assert f"{OWNER}/{REPO}#{NUMBER}" in (issue.body or "")
     assert "Describe the bug" in (issue.body or "")
     assert f"[{OWNER}/tracking#{issue.number}](" in env.replies()[-1]
+    watched = _watched(env)
+    assert [(w["url"], w["repo"], w["number"], w["kind"], w["registered_by"], w["pr_repo"],
+             w["pr_number"], w["tracking_repo"]) for w in watched] == [
+        (f"https://github.com/{OWNER}/tracking/issues/{issue.number}", f"{OWNER}/tracking",
+         issue.number, "issue", "wes", f"{OWNER}/{REPO}", NUMBER, f"{OWNER}/tracking")]
     env.comment(f"/upstream {REFERENCE_SUSPECT} file", "ada")
     assert len(github_server.created_issues(OWNER, "tracking")) == 1
     assert "already filed" in env.replies()[-1]
     assert github_server.created_issues(OWNER, REPO) == []  # nothing in the PR's repository
+    assert _watched(env) == watched  # registered once, whoever asks again
+
+
+def _watched(env: Env) -> list[dict[str, Any]]:
+    with env.job.engine.connect() as conn:
+        return [dict(r._mapping) for r in conn.execute(select(UPSTREAM).order_by(UPSTREAM.c.id))]
+
+
+UPSTREAM_PR = "https://github.com/pytorch/pytorch/pull/4242"
+
+
+def test_track_registers_an_upstream_item_once(env: Env) -> None:
+    result = env.comment(f"/track {UPSTREAM_PR}", "wes")
+    assert result["commands"][0] == {"line": f"/track {UPSTREAM_PR}", "command": "track",
+                                     "accepted": True, "reply_id": None}
+    comment = env.github.comments_on(OWNER, REPO, NUMBER)[-1]
+    assert env.reactions(comment.id) == ["+1"] and env.replies() == []
+    (item,) = _watched(env)
+    assert (item["url"], item["repo"], item["number"], item["kind"], item["registered_by"],
+            item["pr_repo"], item["pr_number"], item["state"]) == (
+        UPSTREAM_PR, "pytorch/pytorch", 4242, "pr", "wes", f"{OWNER}/{REPO}", NUMBER, "open")
+    # the same URL again (a trailing slash is the same item): answered, not registered twice
+    result = env.comment(f"/alignbot track {UPSTREAM_PR}/", "ada")
+    assert result["commands"][0]["accepted"]
+    assert "is already tracked" in env.replies()[-1] and "by wes" in env.replies()[-1]
+    assert len(_watched(env)) == 1
+    row = upstream_item(env.job.engine, UPSTREAM_PR)
+    assert row is not None and row.registered_by == "wes"
+    env.comment("/track https://github.com/pytorch/pytorch/issues/7", "ada")
+    assert [(w["kind"], w["number"]) for w in _watched(env)] == [("pr", 4242), ("issue", 7)]
+
+
+def test_track_rejects_what_is_not_an_issue_or_pull_request_url(env: Env) -> None:
+    for url in ("https://github.com/pytorch/pytorch/commit/abc123",
+                "https://gitlab.com/pytorch/pytorch/pull/1"):
+        result = env.comment(f"/track {url}", "wes")
+        assert not result["commands"][0]["accepted"]
+        reply = env.replies()[-1]
+        assert "is not a GitHub issue or pull request URL" in reply
+        assert "Usage: `/track URL`" in reply
+    assert _watched(env) == []
+
+
+@pytest.mark.parametrize("login", ["rita", "nora", AUTHOR, "stranger"])
+def test_track_needs_write_access(env: Env, login: str) -> None:
+    assert not env.comment(f"/track {UPSTREAM_PR}", login)["commands"][0]["accepted"]
+    assert "write access" in env.replies()[-1]
+    assert _watched(env) == []
 
 
 def test_upstream_file_never_goes_to_someone_elses_repository(github_server: GitHubServer,
@@ -409,6 +477,7 @@ def test_help_and_malformed_commands_reply_with_usage(env: Env) -> None:
     env.comment("/help", "nora")
     help_text = env.replies()[-1]
     assert "/upstream FINGERPRINT [file]" in help_text and "/ok-to-test" in help_text
+    assert "`/track URL`" in help_text and "`/track` need write access" in help_text
     assert "after a maintainer's `/ok-to-test`" in help_text
     env.comment("/align --n lots", "wes")
     reply = env.replies()[-1]

@@ -17,9 +17,11 @@ import pytest
 from github_server import CheckRun, GitHubServer, Issue, Reply, Route
 from sqlalchemy import Engine, insert, select
 
+from bot.commands import CommandJob
 from bot.config import Reminders
 from bot.github import ApiOptions, GitHubApp
 from bot.models import Base, Installation, create_all, make_engine, transaction
+from bot.queue import JobRecord, JobState, SqlJobQueue
 from bot.reminders import (
     PR_SETTINGS,
     SENT,
@@ -523,6 +525,34 @@ def test_upstream_items_are_checked_weekly_and_listed_in_one_digest(
     first, second = server.comments_on(ORG, TRACKER, issue.number)
     assert second.id != first.id and "pull/102" not in second.body
     assert server.count("GET", r"^/repos/pytorch/pytorch/issues/\d+$") == 3 + 1 + 3
+
+
+def test_an_item_registered_with_track_is_in_the_digest(github_server: GitHubServer,
+                                                        tmp_path: Path) -> None:
+    server = github_server
+    w = _world(server, make_engine(f"sqlite:///{tmp_path / 'track.db'}"), enabled=False)
+    upstream = server.add_repo("pytorch", "pytorch")
+    server.issues[(upstream.id, 300)] = Issue(
+        upstream, 300, server.next_id(), "Bug 300", "", server.user("someone"),
+        w.t0 - timedelta(days=30), w.t0 - timedelta(days=20), "open")
+    w.pr(7, 3)
+    server.set_permission(ORG, NAME, "maint1", "write")
+    url = "https://github.com/pytorch/pytorch/issues/300"
+    comment = server.add_comment(ORG, NAME, 7, f"/track {url}", "maint1")
+    now = w.t0
+    job = CommandJob(w.app(), SqlJobQueue(w.engine), w.engine)
+    result = job(JobRecord(0, "command", f"{REPO}#7/comment/{comment.id}", {
+        "installation_id": INSTALLATION, "repo": REPO, "number": 7, "source": "comment",
+        "source_id": comment.id, "actor": "maint1", "created_at": None,
+        "commands": [f"/track {url}"]}, JobState.RUNNING, 1, None, None, now, now, now, "test"))
+    assert result is not None and result["commands"][0]["accepted"]
+
+    report = w.scheduler().run_pass()
+    assert report.upstream_checked == 1
+    (issue,) = server.created_issues(ORG, TRACKER)
+    (digest,) = server.comments_on(ORG, TRACKER, issue.number)
+    waiting = digest.body.split("Resolved upstream")[0]
+    assert "pytorch/pytorch/issues/300" in waiting and "worth a ping" in waiting
 
 
 # --------------------------------------------------------------------------- pure parts

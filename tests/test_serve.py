@@ -91,8 +91,11 @@ def service(github_server: Any, tmp_path: Path) -> Iterator[Service]:
 
 
 def _completed(github: Any, sha: str) -> bool:
+    """The check run for ``sha`` is completed and the comment (posted after it) names ``sha``."""
     runs = github.check_runs_for(OWNER, REPO, sha)
-    return bool(runs) and all(run.status == "completed" for run in runs)
+    comments = github.comments_on(OWNER, REPO, NUMBER)
+    return bool(runs) and all(run.status == "completed" for run in runs) and any(
+        sha[:12] in comment.body for comment in comments)
 
 
 def _push(github: Any, source: Path, label: str) -> str:
