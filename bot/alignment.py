@@ -11,23 +11,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import requests
-from github import BadCredentialsException, GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from .archive import extract_tarball
-from .config import ConfigError, RepoConfig, load_config
-from .github import GitHubApp
+from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
+from .github import GitHubApp, read_text, transient_failures
 from .output import CHECK_NAME, MARKER, CheckContext, batches, check_output, comment_body
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
 from .webhooks import Event, WebhookRouter
-from .worker import TransientError
 
 log = logging.getLogger(__name__)
 
-CONFIG_PATH = ".github/alignbot.yml"
 JOB_KIND = "align"
 PR_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
 
@@ -93,14 +89,8 @@ class AlignmentJob:
     gate: Gate | None = None
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
-        try:
+        with transient_failures(self.app, job.payload["installation_id"]):
             return self._run(job)
-        except BadCredentialsException as exc:
-            # a revoked or early-expired installation token: drop it, let the worker retry
-            self.app.forget_token(job.payload["installation_id"])
-            raise TransientError(f"GitHub refused the installation token: {exc}") from exc
-        except (requests.exceptions.RetryError, requests.exceptions.ConnectionError) as exc:
-            raise TransientError(f"GitHub did not answer after retries: {exc}") from exc
 
     def _run(self, job: JobRecord) -> dict[str, Any] | None:
         payload = job.payload
@@ -110,7 +100,7 @@ class AlignmentJob:
         head_sha = payload["head_sha"]
         if pr.head.sha != head_sha or pr.state != "open":
             return {"skipped": "the pull request moved on (new head or closed)"}
-        text = _config_text(repo, head_sha)
+        text = read_text(repo, CONFIG_PATH, head_sha)
         if text is None:
             return {"skipped": f"no {CONFIG_PATH}"}
         if self.gate is not None and (reason := self.gate(repo, pr, payload)) is not None:
@@ -166,18 +156,6 @@ class AlignmentJob:
 def _describe(config: RepoConfig) -> str:
     candidate = config.candidate
     return candidate.preset or (candidate.prelude or "").strip().splitlines()[0][:80]
-
-
-def _config_text(repo: Repository, ref: str) -> str | None:
-    try:
-        content = repo.get_contents(CONFIG_PATH, ref=ref)
-    except GithubException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    if isinstance(content, list):
-        return None
-    return content.decoded_content.decode("utf-8", errors="replace")
 
 
 def _op_files_for(config: RepoConfig, changed: list[str]) -> dict[str, list[str]]:

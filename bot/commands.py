@@ -27,7 +27,7 @@ from enum import StrEnum
 from functools import cached_property
 from typing import Any, cast
 
-from github import BadCredentialsException, Github, GithubException
+from github import Github, GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import (
@@ -52,14 +52,13 @@ from checks.report import environment
 
 from .alignment import JOB_KIND as ALIGN_KIND
 from .config import RepoConfig, Trust
-from .github import GitHubApp
+from .github import GitHubApp, transient_failures
 from .models import Base, BigId, transaction, utcnow
 from .output import COMMENT_LIMIT, fit, safe_title
 from .queue import JOBS, JobQueue, JobRecord, JobRequest, JobState
 from .reminders import UPSTREAM
 from .trust import TRUSTED_ASSOCIATIONS, base_config, pr_trusted, record_ok
 from .webhooks import Event, WebhookRouter, require
-from .worker import TransientError
 
 log = logging.getLogger(__name__)
 
@@ -607,11 +606,8 @@ class CommandJob:
     clock: Callable[[], datetime] = utcnow
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
-        try:
+        with transient_failures(self.app, job.payload["installation_id"]):
             return self._run(job)
-        except BadCredentialsException as exc:
-            self.app.forget_token(job.payload["installation_id"])
-            raise TransientError(f"GitHub refused the installation token: {exc}") from exc
 
     def _run(self, job: JobRecord) -> dict[str, Any]:
         request = Request(self.app, self.engine, job.payload)

@@ -5,14 +5,27 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
-from github import Auth, Github, GithubIntegration, GithubRetry
+import requests
+from github import (
+    Auth,
+    BadCredentialsException,
+    Github,
+    GithubException,
+    GithubIntegration,
+    GithubRetry,
+)
 from github.GithubException import RateLimitExceededExceedsMaxWait
+from github.Repository import Repository
 from urllib3.util.retry import Retry
+
+from .worker import TransientError
 
 # Refresh an installation token this long before GitHub says it expires.
 REFRESH_MARGIN = timedelta(minutes=10)
@@ -60,6 +73,33 @@ def make_retry(options: ApiOptions) -> GithubRetry:
                         status_forcelist=[500, 502, 503, 504],
                         secondary_rate_wait=min(60, bound), max_rate_limit_wait=bound,
                         retry_after_max=bound)
+
+
+def read_text(repo: Repository, path: str, ref: str) -> str | None:
+    """A file's text at ``ref``, or None when it does not exist (or is a folder)."""
+    try:
+        content = repo.get_contents(path, ref=ref)
+    except GithubException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    if isinstance(content, list):
+        return None
+    return content.decoded_content.decode("utf-8", errors="replace")
+
+
+@contextmanager
+def transient_failures(app: GitHubApp, installation_id: int) -> Iterator[None]:
+    """GitHub errors worth one more try become the worker's TransientError: a refused
+    installation token (dropped, so the retry gets a new one) and calls that ran out of
+    retries or connections."""
+    try:
+        yield
+    except BadCredentialsException as exc:
+        app.forget_token(installation_id)
+        raise TransientError(f"GitHub refused the installation token: {exc}") from exc
+    except (requests.exceptions.RetryError, requests.exceptions.ConnectionError) as exc:
+        raise TransientError(f"GitHub did not answer after retries: {exc}") from exc
 
 
 class GitHubApp:

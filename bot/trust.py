@@ -9,7 +9,6 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, cast
 
-from github import GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import BigInteger, Engine, Index, String, Table, exists, select
@@ -20,7 +19,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from checks.report import environment
 
 from .config import CONFIG_PATH, ConfigError, RepoConfig, Trust, load_config
-from .github import GitHubApp
+from .github import GitHubApp, read_text
 from .models import Base, BigId, transaction, utcnow
 
 log = logging.getLogger(__name__)
@@ -92,16 +91,11 @@ def base_config(repo: Repository, pr: PullRequest) -> RepoConfig | None:
     Trust and filing settings come from here, never from the head: a pull request must not be
     able to trust itself or send issues elsewhere by editing the file.
     """
-    try:
-        content = repo.get_contents(CONFIG_PATH, ref=pr.base.ref)
-    except GithubException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    if isinstance(content, list):
+    text = read_text(repo, CONFIG_PATH, pr.base.ref)
+    if text is None:
         return None
     try:
-        return load_config(content.decoded_content.decode("utf-8", errors="replace"))
+        return load_config(text)
     except ConfigError:
         log.info("%s: the base branch's %s is invalid; trust defaults apply",
                  repo.full_name, CONFIG_PATH)
