@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -12,6 +13,30 @@ from checks import CandidateConfig, CandidateProcess, preset
 from checks.spec import Spec, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+
+POSTGRES_URL = os.environ.get("ALIGNBOT_TEST_POSTGRES_URL")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """The app's database: a SQLite file, and PostgreSQL too when `make test` started one
+    (ALIGNBOT_TEST_POSTGRES_URL); the PostgreSQL database is emptied for each test."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'bot.db'}"
+        return
+    if not POSTGRES_URL:
+        pytest.skip("PostgreSQL tests need ALIGNBOT_TEST_POSTGRES_URL (make test sets it)")
+    from sqlalchemy import MetaData
+
+    from bot.models import make_engine
+
+    engine = make_engine(POSTGRES_URL)
+    tables = MetaData()
+    tables.reflect(engine)
+    tables.drop_all(engine)
+    engine.dispose()
+    yield POSTGRES_URL
 
 
 @pytest.fixture()

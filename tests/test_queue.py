@@ -3,36 +3,16 @@
 from __future__ import annotations
 
 import multiprocessing
-import os
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from sqlalchemy import Engine
 
-from bot.models import Base, FairLock, create_all, make_engine, transaction
+from bot.models import FairLock, create_all, make_engine, transaction
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-
-POSTGRES_URL = os.environ.get("ALIGNBOT_TEST_POSTGRES_URL")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'queue.db'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip(
-            "PostgreSQL queue tests need ALIGNBOT_TEST_POSTGRES_URL "
-            "(e.g. postgresql+psycopg://postgres@127.0.0.1:5432/alignbot_test)"
-        )
-    engine = make_engine(POSTGRES_URL)
-    Base.metadata.drop_all(engine)  # a clean database for each test
-    engine.dispose()
-    yield POSTGRES_URL
 
 
 @pytest.fixture()

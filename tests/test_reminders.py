@@ -4,10 +4,9 @@ upstream digest, swept over the GitHub test server with a fake clock (nothing sl
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,7 +19,7 @@ from sqlalchemy import Engine, insert, select
 from bot.commands import CommandJob
 from bot.config import Reminders
 from bot.github import ApiOptions, GitHubApp
-from bot.models import Base, Installation, create_all, make_engine, transaction
+from bot.models import Installation, create_all, make_engine, transaction
 from bot.queue import JobRecord, JobState, SqlJobQueue
 from bot.reminders import (
     PR_SETTINGS,
@@ -43,7 +42,6 @@ from bot.reminders import (
 )
 from bot.scheduler import Lease, Scheduler
 
-POSTGRES_URL = os.environ.get("ALIGNBOT_TEST_POSTGRES_URL")
 ORG, NAME, TRACKER, INSTALLATION = "org", "ops", "tracker", 4242
 REPO = f"{ORG}/{NAME}"
 BASE = "b" * 40
@@ -392,23 +390,9 @@ def test_a_failed_post_is_retried_by_the_next_pass(world: World) -> None:
     assert len(w.rows()) == len(w.expected)
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def shared_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    if request.param == "sqlite":
-        yield f"sqlite:///{tmp_path / 'shared.db'}"
-        return
-    if not POSTGRES_URL:
-        pytest.skip("PostgreSQL tests need ALIGNBOT_TEST_POSTGRES_URL")
-    engine = make_engine(POSTGRES_URL)
-    Base.metadata.drop_all(engine)
-    PR_SETTINGS.drop(engine, checkfirst=True)
-    engine.dispose()
-    yield POSTGRES_URL
-
-
 def test_two_schedulers_at_once_post_each_reminder_once(github_server: GitHubServer,
-                                                        shared_url: str) -> None:
-    engines = [make_engine(shared_url), make_engine(shared_url)]
+                                                        database_url: str) -> None:
+    engines = [make_engine(database_url), make_engine(database_url)]
     w = _world(github_server, engines[0])
     _catalogue(w)
     start = threading.Barrier(2)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import os
 import threading
 import time
 import uuid
@@ -22,7 +21,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from bot.app import create_app
-from bot.models import Base, Delivery, Installation, create_all, make_engine
+from bot.models import Delivery, Installation, create_all, make_engine
 from bot.queue import JobRequest, JobState, SqlJobQueue
 from bot.settings import load_settings
 from bot.webhooks import (
@@ -38,7 +37,6 @@ from bot.webhooks import (
 SECRET = b"current-secret"
 OLD_SECRET = b"old-secret"
 LIMIT = 64 * 1024
-POSTGRES_URL = os.environ.get("ALIGNBOT_TEST_POSTGRES_URL")
 
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -99,16 +97,10 @@ def make_router() -> WebhookRouter:
     return router
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
-def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Engine]:
+@pytest.fixture()
+def engine(database_url: str) -> Iterator[Engine]:
     """The accept tests run on SQLite, and on PostgreSQL too when one is configured."""
-    if request.param == "sqlite":
-        engine = make_engine(f"sqlite:///{tmp_path / 'bot.db'}")
-    else:
-        if not POSTGRES_URL:
-            pytest.skip("PostgreSQL tests need ALIGNBOT_TEST_POSTGRES_URL")
-        engine = make_engine(POSTGRES_URL)
-        Base.metadata.drop_all(engine)
+    engine = make_engine(database_url)
     create_all(engine)
     yield engine
     engine.dispose()
