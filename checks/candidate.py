@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import select
 import signal
 import struct
@@ -16,6 +17,7 @@ from typing import Any
 
 from .runtime.wire import WireError, read_message, write_message
 
+ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 WORKER = Path(__file__).parent / "runtime" / "worker.py"
 
 
@@ -74,6 +76,7 @@ class CandidateProcess:
         self._proc: subprocess.Popen[bytes] | None = None
         self._deadline: float | None = None
         self._sent = False
+        self._stderr_from = 0  # where the running program's stderr begins
         self._dir = tempfile.TemporaryDirectory(prefix="alignbot-worker-")
         self._progress = Path(self._dir.name) / "progress"
         self._stderr_path = Path(self._dir.name) / "stderr"
@@ -87,6 +90,7 @@ class CandidateProcess:
 
     def start(self) -> str:
         self._progress.write_bytes(struct.pack("<q", -1))
+        self._stderr_from = 0
         stderr = open(self._stderr_path, "wb")  # noqa: SIM115 - handed to the child
         try:
             self._proc = subprocess.Popen(
@@ -148,6 +152,7 @@ class CandidateProcess:
         assert self._deadline is None, "collect() the previous program first"
         if self._proc is None or self._proc.poll() is not None:
             self.start()
+        self._stderr_from = self._stderr_size()
         self._sent = self._send({"cmd": "run", "program": program})
         self._deadline = time.monotonic() + self.config.timeout
 
@@ -167,12 +172,12 @@ class CandidateProcess:
                               detail=f"no answer within {self.config.timeout:g} s")
         if reply is None:
             index = self._node_index()
-            code = self._proc.wait(timeout=10) if self._proc else None
-            detail = _describe_exit(code)
-            tail = self._stderr_tail()
-            self.kill()
+            code = self._reap()
+            # Only now, with the worker and everything it started gone, is its stderr
+            # complete: reading it earlier would make the message depend on timing.
+            tail = self._stderr_tail(start=self._stderr_from)
             return RunOutcome(died="crash", node_index=index,
-                              detail=detail + (f"; stderr: {tail}" if tail else ""))
+                              detail=_describe_exit(code) + (f"; stderr: {tail}" if tail else ""))
         return RunOutcome(observations=reply["observations"])
 
     def _node_index(self) -> int:
@@ -181,22 +186,45 @@ class CandidateProcess:
         except (OSError, struct.error):
             return -1
 
-    def _stderr_tail(self, limit: int = 600) -> str:
+    def _reap(self, grace: float = 10.0) -> int | None:
+        """The dead worker's exit status (None if it does not exit within ``grace``), once
+        its whole process group is killed, so that nothing writes to its stderr any more."""
+        proc = self._proc
+        if proc is None:
+            return None
+        deadline = time.monotonic() + grace
+        # Wait for the exit without reaping: the unreaped worker keeps its process group's
+        # id from being reused, so killing the group cannot hit anyone else.
+        while not _exited(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        exited = _exited(proc.pid)
+        _kill_group(proc)
+        code = proc.wait()
+        self.kill()
+        return code if exited else None
+
+    def _stderr_size(self) -> int:
         try:
-            text = self._stderr_path.read_bytes()[-limit:].decode(errors="replace")
+            return self._stderr_path.stat().st_size
+        except OSError:
+            return 0
+
+    def _stderr_tail(self, limit: int = 600, start: int = 0) -> str:
+        """The last ``limit`` bytes the worker wrote to stderr from offset ``start``, with
+        addresses (thread ids in a fatal error's dump) masked: they differ on every run."""
+        try:
+            data = self._stderr_path.read_bytes()[start:]
         except OSError:
             return ""
-        return " ".join(text.split())
+        text = ADDRESS.sub("0x…", data.decode(errors="replace"))
+        return " ".join(text[-limit:].split())
 
     def kill(self) -> None:
         self._deadline = None
         if self._proc is None:
             return
         if self._proc.poll() is None:
-            try:
-                os.killpg(self._proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                self._proc.kill()
+            _kill_group(self._proc)
         self._proc.wait()
         for stream in (self._proc.stdin, self._proc.stdout):
             if stream is not None:
@@ -212,6 +240,22 @@ class CandidateProcess:
                 pass
         self.kill()
         self._dir.cleanup()
+
+
+def _exited(pid: int) -> bool:
+    """Whether the child ``pid`` has exited, leaving it unreaped."""
+    try:
+        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return info is not None
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
 
 
 def _describe_exit(code: int | None) -> str:

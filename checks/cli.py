@@ -9,6 +9,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -16,7 +17,8 @@ from typing import Any, NoReturn
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .dsl import DslError
-from .engine import check
+from .engine import CheckResult, Interrupted, check
+from .findings import Finding
 from .minimize import MinimizeOptions, minimize_all
 from .presets import PRESETS, UnknownPreset, preset
 from .progress import Progress
@@ -154,12 +156,94 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
     return specs
 
 
+def _check_output(flag: str, path: Path) -> None:
+    """Fail now, before any drawing, when ``path`` cannot be written at the end."""
+    folder = path.parent
+    try:
+        if path.is_dir():
+            raise IsADirectoryError(21, "is a directory")
+        if not folder.is_dir():
+            raise FileNotFoundError(2, "no such folder" if not folder.exists()
+                                    else f"{folder} is not a folder")
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".tmp"):
+            pass
+    except OSError as exc:
+        raise UsageError(f"cannot write {flag} {path}: {exc.strerror or exc}") from exc
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` through a temporary file and a rename: a reader never sees
+    half a report, and an interrupted write leaves the old file in place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _write_reports(args: argparse.Namespace, data: dict[str, Any]) -> list[Path]:
+    """Write the reports asked for; one that cannot be written (checked before the run, but
+    the disk can fill up) goes to a temporary file instead, so that no result is lost."""
+    written = []
+    for flag, path, text in (("--json", args.json, reports.dumps(data) if args.json else ""),
+                             ("--markdown", args.markdown,
+                              reports.render_markdown(data) if args.markdown else "")):
+        if path is None:
+            continue
+        try:
+            write_atomically(path, text)
+        except OSError as exc:
+            fd, rescue = tempfile.mkstemp(prefix="alignbot-report-", suffix=path.suffix)
+            with os.fdopen(fd, "w", encoding="utf-8") as handle:
+                handle.write(text)
+            print(f"alignbot: error: cannot write {flag} {path}: {exc.strerror or exc}; "
+                  f"written to {rescue} instead", file=sys.stderr)
+            path = Path(rescue)
+        written.append(path)
+    return written
+
+
+def _summary(data: dict[str, Any], written: list[Path], minimized: bool) -> list[str]:
+    """The last lines on stderr: where the reports are, what was found, how to see a repro."""
+    findings = data["findings"]
+    where = "in " + " and ".join(str(p) for p in written) if written else \
+        "not written (use --json FILE or --markdown FILE)"
+    state = "report" if data["complete"] else "partial report (interrupted)"
+    lines = [f"alignbot: {state} {where}"]
+    count = len(findings)
+    text = f"alignbot: {count} finding{'s' if count != 1 else ''}"
+    if findings and minimized:
+        verified = [f["fingerprint"] for f in findings if f.get("repro_verified")]
+        failed = [f["fingerprint"] for f in findings if f.get("minimize_error")]
+        text += f"; repro verified for {len(verified)}"
+        text += f" ({', '.join(verified)})" if verified else ""
+        if failed:
+            text += f"; minimizing failed for {', '.join(failed)}"
+    lines.append(text)
+    json_report = next((p for p in written if p.suffix == ".json"), None)
+    with_repro = [f["fingerprint"] for f in findings if f.get("repro")]
+    if json_report is not None and with_repro:
+        verified = [f["fingerprint"] for f in findings if f.get("repro_verified")]
+        lines.append(f"alignbot: print a repro: alignbot repro {json_report} "
+                     f"{(verified or with_repro)[0]}")
+    return lines
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     if args.n is not None and args.n < 1:
         raise UsageError("--n must be at least 1")
+    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path is not None:
+            _check_output(flag, path)
     config, description = _candidate(args)
     specs = _specs(args)
-    progress = Progress(len(specs), enabled=not args.no_progress and sys.stderr.isatty())
     if (args.rtol is None) != (args.atol is None):
         raise UsageError("give --rtol and --atol together, or neither")
     if args.rtol is not None:
@@ -170,26 +254,39 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("--shrink-calls and --shrink-seconds must be positive")
     if not TRACKER.fullmatch(args.tracker):
         raise UsageError(f"--tracker {args.tracker!r}: expected OWNER/REPO")
+    total = sum(args.n or spec.n for spec in specs)
+    progress = Progress.for_stream(total, sys.stderr, enabled=not args.no_progress)
+    result: CheckResult | None = None
+    version = ""
     with contextlib.ExitStack() as stack:
+        stack.enter_context(progress.routed_warnings())
         candidate = stack.enter_context(CandidateProcess(config))
-        result = check(specs, candidate, seed=args.seed, n=args.n, on_spec=progress.update)
         version = candidate.version
-        progress.done()
-        if result.findings and not args.no_minimize:
-            thirds = [stack.enter_context(CandidateProcess(CandidateConfig(
-                name=f"third-{i}", prelude=code, python=args.third_python or sys.executable,
-                timeout=args.timeout))) for i, code in enumerate(args.third)]
-            options = MinimizeOptions(args.shrink_calls, args.shrink_seconds, args.tracker,
-                                      thirds)
-            if sys.stderr.isatty() and not args.no_progress:
-                print(f"minimizing {len(result.findings)} findings…", file=sys.stderr)
-            minimize_all(result.findings, specs, candidate, config, options,
-                         timings=not args.no_timings)
+        started = [candidate]
+        try:
+            try:
+                result = check(specs, candidate, seed=args.seed, n=args.n,
+                               on_program=progress.programs)
+            except Interrupted as exc:
+                result = exc.result
+                raise
+            if result.findings and not args.no_minimize:
+                thirds = [stack.enter_context(CandidateProcess(CandidateConfig(
+                    name=f"third-{i}", prelude=code,
+                    python=args.third_python or sys.executable, timeout=args.timeout)))
+                    for i, code in enumerate(args.third)]
+                started += thirds
+                _minimize(result.findings, specs, candidate, config, args, thirds, progress)
+        except KeyboardInterrupt:
+            for process in started:  # do not wait for a program in flight
+                process.kill()
+            if result is None:
+                raise
+            result.complete = False
+        finally:
+            progress.close()
     data = reports.to_json(result, description)
-    if args.json:
-        args.json.write_text(reports.dumps(data))
-    if args.markdown:
-        args.markdown.write_text(reports.render_markdown(data))
+    written = _write_reports(args, data)
     count = len(result.findings)
     print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
           f"candidate {config.name} ({version}) against torch {result.reference}: "
@@ -199,7 +296,31 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(f"  {finding.fingerprint}  {finding.kind.value:<18} {finding.op}  "
               f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}"
               f"{', ' + verdict if verdict else ''}]")
+    sys.stdout.flush()
+    for line in _summary(data, written, minimized=not args.no_minimize):
+        print(line, file=sys.stderr)
+    if not result.complete:
+        return 130
     return 1 if count else 0
+
+
+def _minimize(findings: list[Finding], specs: list[Spec], candidate: CandidateProcess,
+              config: CandidateConfig, args: argparse.Namespace,
+              thirds: list[CandidateProcess], progress: Progress) -> None:
+    """Minimize every finding, showing which one and how many oracle calls so far."""
+    current: list[tuple[int, str]] = [(0, "")]
+
+    def on_finding(index: int, finding: Finding) -> None:
+        current[0] = (index + 1, finding.op)
+        progress.minimizing(index + 1, len(findings), finding.op, 0)
+
+    def on_call(calls: int) -> None:
+        progress.minimizing(current[0][0], len(findings), current[0][1], calls)
+
+    options = MinimizeOptions(args.shrink_calls, args.shrink_seconds, args.tracker, thirds,
+                              on_call=on_call)
+    minimize_all(findings, specs, candidate, config, options, timings=not args.no_timings,
+                 on_finding=on_finding)
 
 
 def _finding(path: Path, fingerprint: str) -> dict[str, Any]:

@@ -135,7 +135,7 @@ def statements(program: dict[str, Any], wrap: bool = False,
     ``float_dtype`` writes floating dtypes as that variable (for the float64 variant)."""
     fd = float_dtype
     names: dict[str, str] = {}
-    for node in program["nodes"]:
+    for position, node in enumerate(program["nodes"]):
         node_id, op = node["id"], node["op"]
         name = node_id if op != "module" else "m" + node_id[1:]
         names[node_id] = name
@@ -146,7 +146,7 @@ def statements(program: dict[str, Any], wrap: bool = False,
         elif op == "module":
             to = f".to({fd})" if fd else ""
             yield f"{name} = {node['target']}({_call_args(node, names, float_dtype=fd)}){to}"
-            yield from _state_lines(name, node)
+            yield from _state_lines(name, node, program["nodes"][:position])
         elif op == "call":
             fn = node["target"]
             if wrap:
@@ -192,9 +192,10 @@ def _method(node: dict[str, Any], names: dict[str, str], name: str, wrap: bool,
         yield f"{name} = {this}.{method}({_call_args(node, names, skip=1, float_dtype=fd)})"
 
 
-def _state_lines(name: str, node: dict[str, Any]) -> Iterator[str]:
+def _state_lines(name: str, node: dict[str, Any], before: list[dict[str, Any]]
+                 ) -> Iterator[str]:
     """Set the module's parameters and buffers that a fresh module would not already have."""
-    fresh = _fresh_state(node)
+    fresh = _fresh_state(node, before)
     lines = []
     for key, data in node.get("state", {}).items():
         arr = decode_array(data)
@@ -213,19 +214,32 @@ def _state_lines(name: str, node: dict[str, Any]) -> Iterator[str]:
         yield from lines
 
 
-def _fresh_state(node: dict[str, Any]) -> dict[str, np.ndarray]:
+def _fresh_state(node: dict[str, Any], before: list[dict[str, Any]]) -> dict[str, np.ndarray]:
     """The state a module gets when constructed twice with different seeds, where it agrees
-    (deterministic initialisations such as BatchNorm's ones and zeros)."""
+    (deterministic initialisations such as BatchNorm's ones and zeros). ``before`` are the
+    nodes that precede the module: its arguments may refer to them (``weight=v0``). A module
+    that cannot be built again here gets no fresh state: every tensor is then written out."""
     import torch
 
-    from .runtime.replay import Hooks, module_tensors, run_node
+    from .runtime.replay import Hooks, bind_result, module_tensors, run_node
     from .runtime.replay import seed as seed_reference
     from .runtime.values import to_numpy
 
     states = []
     for value in (1, 2):
         seed_reference(torch, value)
-        module = run_node(torch, {**node, "state": {}}, {}, Hooks())
+        values: dict[str, Any] = {}
+        try:
+            for earlier in before:
+                try:
+                    bind_result(torch, earlier["id"], run_node(torch, earlier, values, Hooks()),
+                                values)
+                except Exception:
+                    if not earlier.get("raises"):
+                        raise
+            module = run_node(torch, {**node, "state": {}}, values, Hooks())
+        except Exception:
+            return {}
         states.append({k: to_numpy(torch, t)[1] for k, t in module_tensors(module).items()})
     return {k: v for k, v in states[0].items()
             if k in states[1] and np.array_equal(v, states[1][k])}

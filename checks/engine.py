@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import sys
 import time
 import traceback
 from collections.abc import Callable
@@ -45,6 +44,15 @@ class CheckResult:
     programs_run: int = 0
     findings: list[Finding] = field(default_factory=list)
     stats: Stats = field(default_factory=Stats)
+    complete: bool = True  # False: the run was interrupted and holds the findings so far
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C during :func:`check`; ``result`` holds what was judged until then."""
+
+    def __init__(self, result: CheckResult) -> None:
+        super().__init__("interrupted")
+        self.result = result
 
 
 def trace_program(spec: Spec, ctx: DrawContext) -> tuple[Program, Observations]:
@@ -138,8 +146,11 @@ def _size(program: Program) -> tuple[int, int]:
 
 
 def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int | None = None,
-          on_spec: Callable[[Spec, int], None] | None = None) -> CheckResult:
-    """Check every spec; findings with one fingerprint are merged, keeping the smallest program."""
+          on_spec: Callable[[Spec, int], None] | None = None,
+          on_program: Callable[[int, int], None] | None = None) -> CheckResult:
+    """Check every spec; findings with one fingerprint are merged, keeping the smallest program.
+    ``on_program(judged, findings)`` runs after each program is judged. Ctrl-C raises
+    :class:`Interrupted` with the findings so far (``complete`` False)."""
     import torch
 
     result = CheckResult(reference=str(torch.__version__), candidate=candidate.config.name,
@@ -148,45 +159,63 @@ def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int 
     # One program in flight: while the worker replays program k, the engine judges k-1 and
     # Hypothesis draws and traces k+1. Findings are still recorded in draw order.
     pending: list[tuple[Spec, Program, Observations]] = []
+    judged = [0]
 
     def settle() -> None:
         if pending:
             record(finish(*pending.pop(), candidate, result.stats))
 
     def record(finding: Finding | None) -> None:
-        if finding is None:
-            return
-        known = merged.get(finding.fingerprint)
-        if known is None:
-            merged[finding.fingerprint] = finding
-        elif _size(finding.program) < _size(known.program):
-            finding.count = known.count + 1
-            merged[finding.fingerprint] = finding
-        else:
-            known.count += 1
+        judged[0] += 1
+        if finding is not None:
+            known = merged.get(finding.fingerprint)
+            if known is None:
+                merged[finding.fingerprint] = finding
+            elif _size(finding.program) < _size(known.program):
+                finding.count = known.count + 1
+                merged[finding.fingerprint] = finding
+            else:
+                known.count += 1
+        if on_program is not None:
+            on_program(judged[0], len(merged))
 
-    for position, spec in enumerate(specs):
-        if on_spec is not None:
-            on_spec(spec, position)
+    def collected() -> list[Finding]:
+        return sorted(merged.values(), key=lambda f: (f.spec, f.op, f.kind.value))
 
-        def visit(program: Program, ref: Observations, spec: Spec = spec) -> None:
-            result.programs_run += 1
-            previous = pending.pop() if pending else None
-            finding = finish(*previous, candidate, result.stats) if previous else None
-            candidate.submit(program)
-            pending.append((spec, program, ref))
-            record(finding)
+    try:
+        for position, spec in enumerate(specs):
+            if on_spec is not None:
+                on_spec(spec, position)
 
-        start = time.perf_counter()
-        try:
-            draw_programs(spec, n or spec.n, seed, visit)
-        finally:
-            if candidate.pending and sys.exc_info()[0] is not None:
-                candidate.collect()
-        settle()
-        result.stats.trace_s += time.perf_counter() - start
-        result.specs_run.append(spec.name)
+            def visit(program: Program, ref: Observations, spec: Spec = spec) -> None:
+                result.programs_run += 1
+                previous = pending.pop() if pending else None
+                finding = finish(*previous, candidate, result.stats) if previous else None
+                candidate.submit(program)
+                pending.append((spec, program, ref))
+                if previous:
+                    record(finding)
+
+            start = time.perf_counter()
+            try:
+                draw_programs(spec, n or spec.n, seed, visit)
+            except KeyboardInterrupt:
+                raise
+            except BaseException:
+                if candidate.pending:
+                    candidate.collect()
+                raise
+            settle()
+            result.stats.trace_s += time.perf_counter() - start
+            result.specs_run.append(spec.name)
+    except KeyboardInterrupt as exc:
+        candidate.kill()  # a program may be in flight: do not wait for it
+        pending.clear()
+        result.programs_run = judged[0]  # what was submitted but not judged does not count
+        result.complete = False
+        result.findings = collected()
+        raise Interrupted(result) from exc
     result.stats.trace_s -= result.stats.candidate_s + result.stats.judge_s
     result.stats.worker_starts = candidate.starts
-    result.findings = sorted(merged.values(), key=lambda f: (f.spec, f.op, f.kind.value))
+    result.findings = collected()
     return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,6 +27,20 @@ class MinimizeOptions:
     tracker: str = DEFAULT_TRACKER
     thirds: list[CandidateProcess] = field(default_factory=list)
     versions: str | None = None  # collect_env output; None runs it when a draft needs it
+    # on_call(calls): after each oracle call, for progress
+    on_call: Callable[[int], None] | None = None
+
+
+@dataclass
+class _CountingBudget(Budget):
+    """A budget that reports each call it allows."""
+
+    on_call: Callable[[int], None] | None = None
+
+    def spend(self) -> None:
+        super().spend()
+        if self.on_call is not None:
+            self.on_call(self.calls)
 
 
 def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Budget
@@ -65,8 +80,8 @@ def _mode(kind: Kind, verdict: Verdict) -> tuple[str, str, str]:
 
 def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
              config: CandidateConfig, options: MinimizeOptions) -> dict[str, Any]:
-    """Everything issue #3 adds to a finding in the report."""
-    budget = Budget(options.max_calls, options.max_seconds)
+    """Everything minimization and triage add to a finding in the report."""
+    budget = _CountingBudget(options.max_calls, options.max_seconds, on_call=options.on_call)
     shrunk, current, program = reduce(finding, spec, candidate, budget)
     shrink = stats(budget)
     rtol, atol = repros.tolerances(program, current, spec.rtol, spec.atol)
@@ -110,15 +125,32 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     return fields
 
 
+def minimize_error(exc: BaseException) -> str:
+    """One line naming what went wrong: ``KeyError: 'v0'``."""
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text[:500]}" if text else type(exc).__name__
+
+
 def minimize_all(findings: list[Finding], specs: list[Spec], candidate: CandidateProcess,
                  config: CandidateConfig, options: MinimizeOptions,
-                 timings: bool = True) -> None:
-    """Minimise and triage every finding in place (its JSON gains the fields above)."""
+                 timings: bool = True,
+                 on_finding: Callable[[int, Finding], None] | None = None) -> None:
+    """Minimise and triage every finding in place (its JSON gains the fields above, and
+    ``minimize_error``: None, or why this finding stayed as drawn while the others went on).
+    ``on_finding(index, finding)`` runs before each one."""
     by_name = {spec.name: spec for spec in specs}
-    for finding in findings:
-        fields = minimize(finding, by_name[finding.spec], candidate, config, options)
+    for index, finding in enumerate(findings):
+        if on_finding is not None:
+            on_finding(index, finding)
+        try:
+            fields = minimize(finding, by_name[finding.spec], candidate, config, options)
+        except Exception as exc:  # one finding's failure must not lose the whole report
+            if candidate.pending:
+                candidate.kill()
+            finding.extra["minimize_error"] = minimize_error(exc)
+            continue
         finding.program = fields.pop("program")
         finding.message = fields.pop("message")
         if not timings:
             fields["shrink"]["seconds"] = None
-        finding.extra.update(fields)
+        finding.extra.update(fields, minimize_error=None)

@@ -119,3 +119,28 @@ def test_worker_runs_in_the_interpreter_it_is_given() -> None:
     config = CandidateConfig("self", "import torch, sys\n", python=sys.executable)
     with CandidateProcess(config) as candidate:
         assert candidate.version.startswith("2.")
+
+
+def test_crash_message_is_the_same_on_every_run(make_candidate: Any) -> None:
+    # Only what the crashing program wrote to stderr, with addresses (which differ from run
+    # to run, as a thread id in a fatal error's dump) masked; not what earlier programs wrote.
+    prelude = ("import os, sys, threading, torch\n"
+               "_relu = torch.nn.functional.relu\n"
+               "def relu(x):\n    print('earlier program', file=sys.stderr)\n"
+               "    return _relu(x)\n"
+               "def gelu(x):\n"
+               "    print(f'thread {threading.get_ident():#x} aborts', file=sys.stderr)\n"
+               "    os.abort()\n"
+               "torch.nn.functional.relu, torch.nn.functional.gelu = relu, gelu\n")
+    nodes: list[dict[str, Any]] = PROGRAM["nodes"]  # type: ignore[assignment]
+    crash = {**PROGRAM, "nodes": [nodes[0], {**nodes[1], "target": "torch.nn.functional.gelu"}]}
+    candidate = make_candidate(prelude)
+    details = []
+    for _ in range(2):
+        assert candidate.run(PROGRAM).observations is not None
+        outcome = candidate.run(crash)
+        assert outcome.died == "crash" and outcome.node_index == 1
+        details.append(outcome.detail)
+    assert candidate.starts == 2
+    assert details[0] == details[1]
+    assert details[0] == "the worker was killed by SIGABRT; stderr: thread 0x… aborts"

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -77,3 +79,106 @@ def test_real_entry_point_exit_status_and_no_traceback() -> None:
     proc = _alignbot("check", "--candidate", "nope")
     assert proc.returncode == 2
     assert proc.stderr.startswith("alignbot: error:") and "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("flag", ["--json", "--markdown"])
+@pytest.mark.parametrize("where", ["missing-folder", "folder-is-a-file", "a-folder"])
+def test_unwritable_output_exits_2_before_any_drawing(flag: str, where: str, tmp_path: Path,
+                                                      capsys: Any,
+                                                      monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    (tmp_path / "file").write_text("")
+    path = {"missing-folder": tmp_path / "nope" / "r.out",
+            "folder-is-a-file": tmp_path / "file" / "r.out", "a-folder": tmp_path}[where]
+
+    def no_run(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr("checks.cli.CandidateProcess", no_run)
+    monkeypatch.setattr("checks.cli.check", no_run)
+    started = time.monotonic()
+    assert main(["check", "--candidate", "torch", "--spec-file", PLANTED, flag, str(path)]) == 2
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert err.startswith(f"alignbot: error: cannot write {flag} {path}: ")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_reports_are_written_atomically(tmp_path: Path, capsys: Any) -> None:
+    report = tmp_path / "r.json"
+    report.write_text("old")
+    code = main(["check", "--candidate", "torch", "--spec-file", PLANTED, "--ops",
+                 "matmul_clean", "--n", "2", "--json", str(report), "--no-progress"])
+    assert code == 0
+    assert json.loads(report.read_text())["complete"] is True
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temporary file left
+    err = capsys.readouterr().err
+    assert f"alignbot: report in {report}\n" in err and "alignbot: 0 findings\n" in err
+
+
+def _planted_run(path: Path) -> subprocess.CompletedProcess[str]:
+    prelude = (FIXTURES / "planted_prelude.py").read_text()
+    return _alignbot("check", "--prelude", prelude, "--spec-file", PLANTED, "--seed", "5",
+                     "--ops", "elu*,selu*", "--timeout", "2", "--json", str(path),
+                     "--markdown", str(path.with_suffix(".md")), "--no-timings")
+
+
+def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path) -> None:
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    runs = [_planted_run(path) for path in paths]
+    assert [proc.returncode for proc in runs] == [1, 1], runs[0].stderr
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    assert paths[0].with_suffix(".md").read_bytes() == paths[1].with_suffix(".md").read_bytes()
+    report = json.loads(paths[0].read_text())
+    assert report["complete"] is True
+    by_kind = {f["kind"]: f for f in report["findings"]}
+    assert set(by_kind) == {"candidate-crash", "candidate-timeout"}
+    assert by_kind["candidate-crash"]["message"].startswith("the worker was killed by SIGABRT")
+    assert by_kind["candidate-timeout"]["message"] == "no answer within 2 s"
+    assert all(f["minimize_error"] is None and f["repro_verified"] for f in report["findings"])
+    # the summary: where the report is, what is verified, and a command that prints a repro
+    lines = runs[0].stderr.splitlines()[-3:]
+    prints = [f["fingerprint"] for f in report["findings"]]  # in report order
+    assert lines[0] == f"alignbot: report in {paths[0]} and {paths[0].with_suffix('.md')}"
+    assert lines[1] == f"alignbot: 2 findings; repro verified for 2 ({', '.join(prints)})"
+    command = lines[2].split("alignbot: print a repro: ", 1)[1].split()
+    assert command[:3] == ["alignbot", "repro", str(paths[0])]
+    shown = _alignbot(*command[1:])
+    assert shown.returncode == 0
+    assert shown.stdout == next(f["repro"] for f in report["findings"]
+                                if f["fingerprint"] == command[3])
+    # off a terminal a plain progress line shows the run is alive; no bar, no traceback
+    assert runs[0].stderr.startswith("alignbot: ") and "\r" not in runs[0].stderr
+    assert "Traceback" not in runs[0].stderr
+
+
+def test_ctrl_c_mid_run_writes_a_partial_report(tmp_path: Path) -> None:
+    marker, report = tmp_path / "hanging", tmp_path / "r.json"
+    prelude = (FIXTURES / "planted_prelude.py").read_text() + (
+        "\ndef selu(*args, **kwargs):  # tell the test that the run is stuck here\n"
+        f"    open({str(marker)!r}, 'w').close()\n"
+        "    time.sleep(3600)\n"
+        "F.selu = selu\n")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "checks.cli", "check", "--prelude", prelude, "--spec-file",
+         PLANTED, "--ops", "leaky*,selu*", "--timeout", "300", "--json", str(report),
+         "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert marker.exists(), proc.communicate(timeout=60)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    assert f"alignbot: partial report (interrupted) in {report}" in err
+    data = json.loads(report.read_text())
+    assert data["complete"] is False
+    assert [f["op"] for f in data["findings"]] == ["torch.nn.functional.leaky_relu"]
+    assert data["programs_run"] == 8  # the leaky_relu draws; the stuck program is not judged
+    assert "repro" not in data["findings"][0]
+    assert "1 finding" in out

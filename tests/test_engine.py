@@ -147,3 +147,27 @@ def test_program_is_json_serialisable_and_replayable(planted_specs: dict[str, An
     for program, _ in programs:
         again, _ = trace_program(spec, DrawContext(choices=program["choices"]))
         assert json.dumps(again, sort_keys=True) == json.dumps(program, sort_keys=True)
+
+
+def test_ctrl_c_keeps_what_was_judged(planted_specs: dict[str, Any], planted_prelude: str,
+                                      make_candidate: Any) -> None:
+    from checks.engine import Interrupted
+
+    candidate = make_candidate(planted_prelude)
+    specs = [planted_specs["softplus_scaled"], planted_specs["tanh_backward"]]
+    seen: list[tuple[int, int]] = []
+
+    def on_program(judged: int, findings: int) -> None:
+        seen.append((judged, findings))
+        if judged == 8:  # two programs into tanh_backward, one more in flight
+            raise KeyboardInterrupt
+
+    with pytest.raises(Interrupted) as caught:
+        check(specs, candidate, seed=7, on_program=on_program)
+    result = caught.value.result
+    assert result.complete is False and result.programs_run == 8
+    assert [judged for judged, _ in seen] == list(range(1, 9))
+    assert {f.op for f in result.findings} == {"torch.nn.functional.softplus", "torch.tanh"}
+    assert not candidate.pending
+    again = check(specs[:1], candidate, seed=7)  # the worker starts again
+    assert again.complete is True and again.programs_run == 6

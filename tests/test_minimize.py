@@ -224,3 +224,48 @@ def test_repro_and_upstream_commands(planted_report: dict[str, Any], tmp_path: P
     assert main(["repro", str(path), "nope"]) == 2
     assert "no finding 'nope'" in capsys.readouterr().err
     assert main(["repro", str(tmp_path / "missing.json"), fingerprint]) == 2
+
+
+def _weighted_loss_check(path: Path) -> int:
+    return main(["check", "--prelude", (FIXTURES / "weighted_loss_prelude.py").read_text(),
+                 "--spec-file", str(FIXTURES / "weighted_loss_specs.py"), "--seed", "1",
+                 "--json", str(path), "--no-progress", "--no-timings"])
+
+
+def test_modules_built_with_a_tensor_argument_get_verified_repros(tmp_path: Path) -> None:
+    # BCELoss(weight=v0): rebuilding the module for its repro once failed with KeyError 'v0'
+    path = tmp_path / "r.json"
+    assert _weighted_loss_check(path) == 1
+    findings = json.loads(path.read_text())["findings"]
+    assert [f["op"] for f in findings] == ["torch.nn.BCELoss", "torch.nn.CrossEntropyLoss"]
+    for finding in findings:
+        assert finding["minimize_error"] is None
+        assert finding["repro_verified"], finding["repro_output"]
+        assert "(weight=v0)" in finding["repro"]
+
+
+def test_a_finding_that_fails_to_minimize_is_kept_and_the_run_goes_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
+    from checks import codegen
+
+    fresh_state = codegen._fresh_state
+
+    def broken(node: dict[str, Any], before: list[dict[str, Any]]) -> Any:
+        if node["target"] == "torch.nn.BCELoss":  # the old failure, for one finding
+            raise KeyError("v0")
+        return fresh_state(node, before)
+
+    monkeypatch.setattr(codegen, "_fresh_state", broken)
+    path = tmp_path / "r.json"
+    assert _weighted_loss_check(path) == 1
+    report = json.loads(path.read_text())
+    assert report["complete"] is True
+    bce, cross_entropy = report["findings"]
+    assert bce["op"] == "torch.nn.BCELoss" and bce["minimize_error"] == "KeyError: 'v0'"
+    assert "repro" not in bce and "verdict" not in bce
+    assert bce["program"]["spec"] == "weighted_loss_specs.bce_weight"  # as drawn
+    assert cross_entropy["minimize_error"] is None and cross_entropy["repro_verified"]
+    err = capsys.readouterr().err
+    assert f"repro verified for 1 ({cross_entropy['fingerprint']}); minimizing failed for " \
+           f"{bce['fingerprint']}" in err
+    assert "Traceback" not in err
