@@ -13,6 +13,9 @@ Module map (one concern each; none of the feature modules knows about HTTP):
 - ``config.py``     ``.github/alignbot.yml``: the per-repository configuration
 - ``sandbox.py``    runs untrusted pull-request code (setup + engine) with no secrets,
                     resource limits, a timeout and no network
+- ``engine_report.py`` the strict model of the engine's report as it comes out of the sandbox,
+                    and the one builder of prefilled upstream links
+- ``markers.py``    the bot's own comments, found by author and a marker at the start
 - ``alignment.py``  the feature: pull request → job → sandboxed check → check run + comment
 - ``output.py``     check-run and sticky-comment rendering from templates/, within GitHub's limits
 - ``trust.py``      the ``/ok-to-test`` gate for pull requests from outside contributors

@@ -3,6 +3,7 @@ check run and one sticky comment, edited in place on later pushes."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import tempfile
 import time
@@ -14,18 +15,32 @@ from typing import Any
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
-from .archive import extract_tarball
+from .archive import ArchiveError, extract_tarball
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
-from .github import GitHubApp, read_text, transient_failures
-from .output import CHECK_NAME, MARKER, CheckContext, batches, check_output, comment_body
+from .engine_report import InvalidReport, empty_report, parse_report
+from .github import FileTooLarge, GitHubApp, read_text, transient_failures
+from .markers import upsert_marked
+from .output import (
+    CHECK_NAME,
+    MARKER,
+    CheckContext,
+    Conclusion,
+    batches,
+    check_output,
+    comment_body,
+)
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
 from .webhooks import Event, WebhookRouter
+from .worker import JobSuperseded, is_transient
 
 log = logging.getLogger(__name__)
 
 JOB_KIND = "align"
 PR_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
+SUPERSEDED = "superseded by a newer push"
+TOO_LARGE = (f"{CONFIG_PATH} is larger than 1 MB; GitHub will not serve it through the "
+             "contents API")
 
 
 def align_request(payload: dict[str, Any], pr: dict[str, Any], head_sha: str, trigger: str
@@ -89,10 +104,38 @@ class AlignmentJob:
     gate: Gate | None = None
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
-        with transient_failures(self.app, job.payload["installation_id"]):
-            return self._run(job)
+        """Run the job; once its check run exists, every way out completes it, except a
+        transient error (the worker runs the job again, which finds the same check run)."""
+        runs: list[Any] = []
+        try:
+            with transient_failures(self.app, job.payload["installation_id"]):
+                return self._run(job, runs)
+        except Exception as exc:
+            if runs and not will_retry(exc):
+                superseded = isinstance(exc, JobSuperseded)
+                reason = SUPERSEDED if superseded else (
+                    f"alignbot failed while checking this head ({type(exc).__name__}); "
+                    "the service's log has the details")
+                _finish(runs[-1], job.payload["head_sha"], reason,
+                        Conclusion.CANCELLED if superseded else Conclusion.FAILURE)
+            raise
 
-    def _run(self, job: JobRecord) -> dict[str, Any] | None:
+    def give_up(self, job: JobRecord, reason: str) -> None:
+        """The worker will not run ``job`` again (e.g. GitHub was unreachable for too long):
+        complete its check run, if it has one, as failed with ``reason``. Best effort."""
+        payload = job.payload
+        head_sha = payload["head_sha"]
+        external_id = f"{job.key}@{head_sha}"
+        try:
+            repo = self.app.client(payload["installation_id"]).get_repo(payload["repo"])
+            for run in repo.get_commit(head_sha).get_check_runs(check_name=CHECK_NAME):
+                if run.external_id == external_id and run.status != "completed":
+                    _finish(run, head_sha, reason, Conclusion.FAILURE)
+        except Exception:
+            log.exception("could not complete the check run of job %s (%s)", job.id,
+                          external_id)
+
+    def _run(self, job: JobRecord, runs: list[Any]) -> dict[str, Any] | None:
         payload = job.payload
         gh = self.app.client(payload["installation_id"])
         repo = gh.get_repo(payload["repo"])
@@ -100,24 +143,37 @@ class AlignmentJob:
         head_sha = payload["head_sha"]
         if pr.head.sha != head_sha or pr.state != "open":
             return {"skipped": "the pull request moved on (new head or closed)"}
-        text = read_text(repo, CONFIG_PATH, head_sha)
-        if text is None:
-            return {"skipped": f"no {CONFIG_PATH}"}
+        try:
+            text = read_text(repo, CONFIG_PATH, head_sha)
+            if text is None:
+                return {"skipped": f"no {CONFIG_PATH}"}
+        except FileTooLarge:
+            text = None  # a config is there, but unreadable: the check run says so
         if self.gate is not None and (reason := self.gate(repo, pr, payload)) is not None:
             return {"skipped": reason}
         run = _check_run(repo, head_sha, f"{job.key}@{head_sha}")
+        runs.append(run)
         started = time.monotonic()
-        ctx = self._context(repo, pr, head_sha, text, payload)
+        if text is None:
+            ctx = CheckContext(head_sha, "?", failure=TOO_LARGE, advice=(
+                f"Keep {CONFIG_PATH} small: it names the candidate, the op files and their "
+                "specs; the specs themselves belong in the repository's own files."))
+        else:
+            ctx = self._context(repo, pr, head_sha, text, payload)
         ctx.seconds = time.monotonic() - started
         if self.public_url:
             ctx.full_report_url = f"{self.public_url.rstrip('/')}/reports/{job.id}"
         if not self.queue.is_current(job.id):
-            return {"skipped": "superseded by a newer push"}
+            runs.clear()
+            _finish(run, head_sha, SUPERSEDED, Conclusion.CANCELLED)
+            return {"skipped": SUPERSEDED}
         output = check_output(ctx)
         _complete(run, output)
+        runs.clear()  # completed: whatever fails from here on does not change its conclusion
         comment_id = _upsert_comment(pr, self.app.bot_login(), comment_body(ctx))
         return {"conclusion": output.conclusion.value, "check_run_id": run.id,
-                "comment_id": comment_id, "report": ctx.report, "failure": ctx.failure}
+                "comment_id": comment_id, "report": ctx.report.dump() if ctx.report else None,
+                "failure": ctx.failure}
 
     def _context(self, repo: Repository, pr: PullRequest, head_sha: str, text: str,
                  payload: dict[str, Any]) -> CheckContext:
@@ -135,21 +191,33 @@ class AlignmentJob:
                            op_files_for=_op_files_for(config, changed),
                            tracker=config.upstream.tracker)
         if not specs:
-            ctx.report = {"specs_run": 0, "programs_run": 0, "findings": [], "seed": 0,
-                          "reference": "-"}
+            ctx.report = empty_report()
             return ctx
         with tempfile.TemporaryDirectory(prefix="alignbot-pr-") as tmp:
             archive = self.app.download(repo.get_archive_link("tarball", head_sha),
                                         payload["installation_id"])
-            root = extract_tarball(archive, Path(tmp) / "src")
+            try:
+                root = extract_tarball(archive, Path(tmp) / "src")
+            except ArchiveError as exc:
+                ctx.failure = f"the pull request's archive was refused: {exc}"
+                ctx.advice = ("alignbot unpacks only plain files and folders, and links that "
+                              "stay inside the repository.")
+                return ctx
             args = _check_args(config, specs, root, head_sha, payload.get("n"),
                                payload.get("seed"))
             result = self.sandbox(root, config, args, self.limits, self.containment)
-        if result.report is None:
+        if result.report is not None:
+            try:
+                ctx.report = parse_report(result.report)
+            except InvalidReport as exc:
+                ctx.failure = f"the engine's report was invalid: {exc}"
+                ctx.advice = ("The report comes out of the sandbox, where the pull request's "
+                              "code runs: something there wrote or changed it.")
+                return ctx
+        else:
             ctx.failure = result.reason or "the engine produced no report"
             ctx.advice = ("The pull request's setup commands and spec files run in a sandbox "
                           "without network or secrets; the reason above says what stopped it.")
-        ctx.report = result.report
         return ctx
 
 
@@ -222,11 +290,25 @@ def _complete(run: Any, output: Any) -> None:
             run.edit(output=body)
 
 
+def will_retry(error: BaseException) -> bool:
+    """A transient error, or a rate limit the worker reschedules (``retry_at``): the job runs
+    again and finds its check run again, so it is left in progress."""
+    return is_transient(error) or hasattr(error, "retry_at")
+
+
+def _finish(run: Any, head_sha: str, reason: str, conclusion: Conclusion) -> None:
+    """Complete ``run`` with ``reason`` as the one line of its output; best effort."""
+    ctx = CheckContext(head_sha, "?", failure=reason)
+    output = dataclasses.replace(check_output(ctx), conclusion=conclusion, annotations=[])
+    if conclusion is Conclusion.CANCELLED:
+        output.title = SUPERSEDED
+    try:
+        _complete(run, output)
+    except Exception:
+        log.exception("could not complete check run %s (%s)", getattr(run, "id", "?"), reason)
+
+
 def _upsert_comment(pr: PullRequest, login: str, body: str) -> int:
-    """One comment per pull request: found by its marker and author, edited only if changed."""
-    for comment in pr.get_issue_comments():
-        if comment.user.login == login and MARKER in (comment.body or ""):
-            if comment.body != body:
-                comment.edit(body)
-            return int(comment.id)
-    return int(pr.create_issue_comment(body).id)
+    """One comment per pull request: the app's comment that starts with the marker (see
+    ``bot/markers.py``), edited only if changed."""
+    return upsert_marked(pr, login, MARKER, body)

@@ -2,22 +2,26 @@
 ``command`` job (permissions, database state, GitHub calls), answered from templates/.
 
 A command is a line that starts with ``/alignbot <command>`` or a short form (``/align``,
-``/repro``, ``/upstream``, ``/track``, ``/remind``, ``/ok-to-test``, ``/help``); lines in fenced or
-indented code, inline code, ``>`` quotes and HTML comments are not. The webhook handler only
-parses (it must not touch the database or the network) and queues one job per comment or
-review with the command lines that are new (for an edit: not in the previous body).
+``/repro``, ``/upstream``, ``/track``, ``/remind``, ``/ok-to-test``, ``/help``) in a top-level
+paragraph of the comment parsed as CommonMark; code (fenced, indented, inline), quotes, list
+items, HTML blocks and comments hold none. The webhook handler only parses (it must not touch
+the database or the network) and queues one job per comment or review with the command lines
+that are new (for an edit: not in the previous body), at most ``MAX_COMMANDS`` of them.
 
 The job handles each line in two steps. *Decide*: check permissions, change state (queue an
-``align`` job, trust a head, snooze reminders, file an issue) and record the outcome with its
-rendered reply in ``command_replies``, keyed by (source, comment or review id, line hash).
-*Deliver*: add the reaction and post the reply, each found again (the row says what was done,
-the reply carries a hidden marker) so a redelivered webhook, an edit or a re-run job never
-acts or answers twice.
+``align`` job, at most one per comment; trust a head, snooze reminders, file an issue) and
+record the outcome with its rendered answer in ``command_replies``, keyed by (source, comment
+or review id, line hash). *Deliver*: add the reactions and post ONE reply per comment or
+review that holds every line's answer, found again by its author and the marker at its start
+(``reply_marker``), so a redelivered webhook, an edit or a re-run job never acts or answers
+twice. Someone without write access gets at most ``reply_limit`` replies per pull request
+within its window; past it, a reaction only.
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import re
 from collections.abc import Callable
@@ -30,6 +34,8 @@ from typing import Any, cast
 from github import Github, GithubException
 from github.PullRequest import PullRequest
 from github.Repository import Repository
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 from sqlalchemy import (
     BigInteger,
     Connection,
@@ -52,7 +58,9 @@ from checks.report import environment
 
 from .alignment import JOB_KIND as ALIGN_KIND
 from .config import RepoConfig, Trust
+from .engine_report import checked_finding, stored_findings
 from .github import GitHubApp, transient_failures
+from .markers import first_marked
 from .models import Base, BigId, transaction, utcnow
 from .output import COMMENT_LIMIT, fit, safe_title
 from .queue import JOBS, JobQueue, JobRecord, JobRequest, JobState
@@ -69,6 +77,9 @@ MAX_OPS = 20
 MAX_DRAWS = 1000  # the configuration's own bound on `draws`
 MAX_SEED = 2**32 - 1
 MAX_SNOOZE = timedelta(days=365)
+DEFAULT_TRACKER = "pytorch/pytorch"  # a repository without a readable config
+MAX_BODY = 65_536  # GitHub's own limit on a comment's body
+MAX_COMMANDS = 10  # command lines acted on per comment or review; the rest are ignored
 
 
 class Name(StrEnum):
@@ -114,6 +125,20 @@ class Refusal(StrEnum):
     FOREIGN_TRACKING_REPO = "foreign_tracking_repo"
     FILING_FAILED = "filing_failed"
     TRUST_SKIP = "trust_skip"
+    ONE_ALIGN = "one_align"  # a comment or review runs at most one check
+
+
+class Budget(StrEnum):
+    """What ``command_uses`` counts besides commands: replies to people without write
+    access (refused or answered), so that nobody can make the app write many comments."""
+
+    REPLY = "reply"
+
+
+class Reaction(StrEnum):
+    DONE = "+1"
+    QUEUED = "eyes"
+    NOT_ANSWERED = "confused"  # refused, and the reply budget is spent
 
 
 # --------------------------------------------------------------------------- tables
@@ -244,7 +269,7 @@ class Malformed:
     high: int = 0
 
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})(.*)$")
+_MARKDOWN = MarkdownIt("commonmark").disable("text_join")  # escapes stay distinguishable
 _OP = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.*?\[\]-]{0,199}$")
 _FINGERPRINT = re.compile(r"^[0-9a-fA-F]{12}$")
 _ITEM_URL = re.compile(r"^https://github\.com/([A-Za-z0-9](?:[A-Za-z0-9-]{0,38}))/"
@@ -253,35 +278,57 @@ _DURATION = re.compile(r"^(?:(\d{1,3})w)?(?:(\d{1,3})d)?(?:(\d{1,4})h)?$")
 
 
 def command_lines(body: str) -> list[str]:
-    """The command lines of a comment, whitespace-normalised, in order, each once."""
+    """The command lines of a comment, whitespace-normalised, in order, each once.
+
+    The body is parsed as CommonMark: a command is a line of a top-level paragraph that starts
+    with ``/alignbot`` or a short form as plain text; code (fenced, indented, inline), quotes,
+    list items, HTML blocks and comments never hold one, and ``\\/align`` is not one either.
+    """
     found: list[str] = []
-    fence: str | None = None
-    in_html_comment = False
-    for raw in body.splitlines():
-        if in_html_comment:
-            in_html_comment = "-->" not in raw
+    tokens = _MARKDOWN.parse(body[:MAX_BODY])
+    for opening, inline in itertools.pairwise(tokens):
+        if opening.type != "paragraph_open" or opening.level != 0 or inline.type != "inline":
             continue
-        match = _FENCE.match(raw)
-        if fence is not None:
-            if match and match[1][0] == fence[0] and len(match[1]) >= len(fence) \
-                    and not match[2].strip():
-                fence = None
-            continue
-        if match and not (match[1][0] == "`" and "`" in match[2]):
-            fence = match[1]
-            continue
-        if raw.startswith(("    ", "\t")):  # an indented code block
-            continue
-        text = raw.strip()
-        if text.startswith("<!--"):
-            in_html_comment = "-->" not in text
-            continue
-        if not text.startswith("/"):  # prose, `> quotes`, `inline code` and the rest
-            continue
-        first = text.split(maxsplit=1)[0].lower()
-        if first == PREFIX or first in SHORT_FORMS:
-            found.append(" ".join(text.split()))
+        for text in _paragraph_lines(inline.children or []):
+            words = text.split()
+            if words and (words[0].lower() == PREFIX or words[0].lower() in SHORT_FORMS):
+                found.append(" ".join(words))
     return list(dict.fromkeys(found))
+
+
+def _paragraph_lines(children: list[Token]) -> list[str]:
+    """The lines of a paragraph that start with a plain-text ``/``, as written (markup kept,
+    HTML comments dropped)."""
+    lines: list[list[Token]] = [[]]
+    for child in children:
+        if child.type in ("softbreak", "hardbreak"):
+            lines.append([])
+        else:
+            lines[-1].append(child)
+    return [_source(line) for line in lines
+            if line and line[0].type == "text" and line[0].content.startswith("/")]
+
+
+def _source(tokens: list[Token]) -> str:
+    """Inline tokens as they were written, near enough for a command's arguments."""
+    parts: list[str] = []
+    links: list[Token] = []
+    for token in tokens:
+        if token.type == "code_inline":
+            parts.append(f"{token.markup}{token.content}{token.markup}")
+        elif token.type == "html_inline":
+            parts.append("" if token.content.startswith("<!--") else token.content)
+        elif token.type == "text":
+            parts.append(token.content)
+        elif token.type == "link_open":
+            links.append(token)
+            parts.append("<" if token.markup == "autolink" else "[")
+        elif token.type == "link_close" and links:
+            link = links.pop()
+            parts.append(">" if link.markup == "autolink" else f"]({link.attrGet('href')})")
+        else:  # escapes and entities (as written), emphasis markers, images' alt text
+            parts.append(token.markup or token.content)
+    return "".join(parts)
 
 
 def new_command_lines(body: str, previous: str | None) -> list[str]:
@@ -444,48 +491,64 @@ def _is_bot(user: Any) -> bool:
 
 def _request(event: Event, source: str, source_id: int, number: int, actor: str,
              created_at: str | None, lines: list[str]) -> JobRequest:
-    repo = require(event.payload, "repository", "full_name")
-    installation = require(event.payload, "installation", "id")
+    """The ``command`` job for one comment or review: at most ``MAX_COMMANDS`` lines, and how
+    many more there were (``ignored``; the reply says so)."""
+    repo = require(event.payload, "repository", "full_name", kind=str)
+    installation = require(event.payload, "installation", "id", kind=int)
     return JobRequest(kind=JOB_KIND, key=f"{repo}#{number}/{source}/{source_id}", payload={
-        "installation_id": int(installation), "repo": repo, "number": int(number),
-        "source": source, "source_id": int(source_id), "actor": actor,
-        "created_at": created_at, "commands": lines, "delivery_id": event.delivery_id})
+        "installation_id": installation, "repo": repo, "number": number,
+        "source": source, "source_id": source_id, "actor": actor,
+        "created_at": created_at, "commands": lines[:MAX_COMMANDS],
+        "ignored": max(0, len(lines) - MAX_COMMANDS), "delivery_id": event.delivery_id})
+
+
+def _optional(mapping: dict[str, Any], key: str, kind: type) -> Any:
+    """``mapping[key]`` if it is there and of ``kind``; None if it is missing or null;
+    ``PayloadError`` if it is something else."""
+    if mapping.get(key) is None:
+        return None
+    return require(mapping, key, kind=kind)
 
 
 def on_issue_comment(event: Event) -> list[JobRequest]:
     """``issue_comment`` created or edited on a pull request: its new command lines."""
-    comment = require(event.payload, "comment")
-    issue = require(event.payload, "issue")
-    sender = event.payload.get("sender")
+    comment = require(event.payload, "comment", kind=dict)
+    issue = require(event.payload, "issue", kind=dict)
+    sender = _optional(event.payload, "sender", dict)
     if "pull_request" not in issue or _is_bot(comment.get("user")) or _is_bot(sender):
         return []
-    body = comment.get("body") or ""
+    body = _optional(comment, "body", str) or ""
     if event.action == "edited":
-        before = ((event.payload.get("changes") or {}).get("body") or {}).get("from")
-        if not isinstance(before, str):  # the edit did not touch the body
+        changes = _optional(event.payload, "changes", dict) or {}
+        before = _optional(changes, "body", dict) or {}
+        previous = _optional(before, "from", str)
+        if previous is None:  # the edit did not touch the body
             return []
-        lines = new_command_lines(body, before)
+        lines = new_command_lines(body, previous)
     else:
         lines = command_lines(body)
     if not lines:
         return []
     # For an edit the sender wrote the new lines (a maintainer may edit others' comments).
-    actor = (sender or {}).get("login") or require(comment, "user", "login")
-    return [_request(event, "comment", require(comment, "id"), require(issue, "number"), actor,
-                     comment.get("created_at"), lines)]
+    actor = (_optional(sender, "login", str) if sender else None) \
+        or require(comment, "user", "login", kind=str)
+    return [_request(event, "comment", require(comment, "id", kind=int),
+                     require(issue, "number", kind=int), actor,
+                     _optional(comment, "created_at", str), lines)]
 
 
 def on_review(event: Event) -> list[JobRequest]:
     """``pull_request_review`` submitted: the command lines of the review's body."""
-    review = require(event.payload, "review")
-    if _is_bot(review.get("user")) or _is_bot(event.payload.get("sender")):
+    review = require(event.payload, "review", kind=dict)
+    if _is_bot(review.get("user")) or _is_bot(_optional(event.payload, "sender", dict)):
         return []
-    lines = command_lines(review.get("body") or "")
+    lines = command_lines(_optional(review, "body", str) or "")
     if not lines:
         return []
-    number = require(event.payload, "pull_request", "number")
-    return [_request(event, "review", require(review, "id"), number,
-                     require(review, "user", "login"), review.get("submitted_at"), lines)]
+    number = require(event.payload, "pull_request", "number", kind=int)
+    return [_request(event, "review", require(review, "id", kind=int), number,
+                     require(review, "user", "login", kind=str),
+                     _optional(review, "submitted_at", str), lines)]
 
 
 def register(router: WebhookRouter) -> None:
@@ -509,7 +572,7 @@ class Outcome:
     """What one command came to: a reaction and/or a reply from ``template``."""
 
     accepted: bool
-    reaction: str | None = None  # "+1" (done) or "eyes" (a job was queued)
+    reaction: Reaction | None = None
     template: str | None = None
     values: dict[str, Any] = field(default_factory=dict)
 
@@ -522,8 +585,15 @@ def line_hash(line: str) -> str:
     return hashlib.sha256(line.encode()).hexdigest()[:32]
 
 
-def reply_marker(source: str, source_id: int, digest: str) -> str:
-    return f"<!-- alignbot:command {source}:{source_id}:{digest} -->"
+def ignored_hash(count: int) -> str:
+    """The ``command_replies`` key of the note that ``count`` lines past the cap were
+    ignored."""
+    return line_hash(f"\0ignored {count}")
+
+
+def reply_marker(source: str, source_id: int) -> str:
+    """The marker that starts the app's one reply to a comment or review."""
+    return f"<!-- alignbot:command {source}:{source_id} -->"
 
 
 class Request:
@@ -579,31 +649,30 @@ class Request:
     def trusted(self) -> bool:
         return pr_trusted(self.engine, self.repo, self.pr, self.trust)
 
-    @cached_property
-    def bot_replies(self) -> dict[str, int]:
-        """Marker → comment id of the app's replies posted since the command was written."""
+    def find_reply(self) -> Any:
+        """The app's reply to this comment or review (by its author and its marker at the
+        start, among the comments posted since the command was written), or None."""
         since = self.payload.get("created_at")
         issue = self.repo.get_issue(self.number)
         listing = (issue.get_comments(since=datetime.fromisoformat(since)) if since
                    else issue.get_comments())
-        login, found = self.app.bot_login(), {}
-        for comment in listing:
-            if comment.user.login == login:
-                for marker in re.findall(r"<!-- alignbot:command [^>]* -->", comment.body or ""):
-                    found[marker] = int(comment.id)
-        return found
+        return first_marked(listing, self.app.bot_login(),
+                            reply_marker(self.source, self.source_id))
 
 
 @dataclass
 class CommandJob:
-    """Runs one ``command`` job: decide each new command line once, then deliver its reaction
-    and reply (see the module docstring for why nothing is done twice)."""
+    """Runs one ``command`` job: decide each new command line once, then deliver the
+    reactions and the comment's one reply (see the module docstring for why nothing is done
+    twice)."""
 
     app: GitHubApp
     queue: JobQueue
     engine: Engine
     align_limit: RateLimit = field(default_factory=RateLimit)
     clock: Callable[[], datetime] = utcnow
+    # replies per person without write access, per pull request: beyond it, a reaction only
+    reply_limit: RateLimit = field(default_factory=lambda: RateLimit(5, timedelta(hours=1)))
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         with transient_failures(self.app, job.payload["installation_id"]):
@@ -611,25 +680,38 @@ class CommandJob:
 
     def _run(self, job: JobRecord) -> dict[str, Any]:
         request = Request(self.app, self.engine, job.payload)
+        lines = list(job.payload["commands"])[:MAX_COMMANDS]
+        ignored = int(job.payload.get("ignored") or 0)
+        for line in lines:
+            if self._handled(request, line_hash(line)) is None:
+                self._decide(request, line)
+        if ignored and self._handled(request, ignored_hash(ignored)) is None:
+            self._note_ignored(request, ignored)
+        reply_id = self._deliver(request)
         handled = []
-        for line in job.payload["commands"]:
-            row = self._handled(request, line)
-            if row is None:
-                row = self._decide(request, line)
-            self._deliver(request, row)
+        for line in lines:
+            row = self._handled(request, line_hash(line))
+            assert row is not None
             handled.append({"line": line, "command": row.command, "accepted": row.accepted,
                             "reply_id": row.reply_id})
-        return {"commands": handled}
+        return {"commands": handled, "ignored": ignored, "reply_id": reply_id}
 
     # -- decide -------------------------------------------------------------------------
 
-    def _handled(self, request: Request, line: str) -> Row[Any] | None:
+    def _handled(self, request: Request, digest: str) -> Row[Any] | None:
         with transaction(self.engine) as conn:
             return conn.execute(select(REPLIES).where(
                 REPLIES.c.source == request.source, REPLIES.c.source_id == request.source_id,
-                REPLIES.c.line_hash == line_hash(line))).first()
+                REPLIES.c.line_hash == digest)).first()
 
-    def _decide(self, request: Request, line: str) -> Row[Any]:
+    def _rows(self, request: Request) -> list[Row[Any]]:
+        """Every line handled for this comment or review, in the order it was decided."""
+        with transaction(self.engine) as conn:
+            return list(conn.execute(select(REPLIES).where(
+                REPLIES.c.source == request.source, REPLIES.c.source_id == request.source_id)
+                .order_by(REPLIES.c.created_at, REPLIES.c.line_hash)).all())
+
+    def _decide(self, request: Request, line: str) -> None:
         parsed = parse_line(line)
         if isinstance(parsed, Malformed):
             outcome = Outcome(False, template="command_rejected.md.j2",
@@ -639,25 +721,41 @@ class CommandJob:
         name = parsed.name
         if outcome.template is None and request.source == "review":
             outcome.template = "command_ack.md.j2"  # GitHub has no reactions on reviews
-        digest = line_hash(line)
         body = None
         if outcome.template is not None:
-            body = _render(outcome.template, **outcome.values, line=line,
-                           marker=reply_marker(request.source, request.source_id, digest),
-                           name=name.value if name else None)
+            body = _render(outcome.template, **outcome.values, line=line, marker="",
+                           name=name.value if name else None).strip()
+        reaction = outcome.reaction
+        if body is not None and not self._may_reply(request):
+            body, reaction = None, reaction or Reaction.NOT_ANSWERED
+        self._record(request, line_hash(line), name.value if name else "", outcome.accepted,
+                     reaction, body)
+        log.info("%s#%d: %s by %s: %s", request.repo_name, request.number, line,
+                 request.actor, "accepted" if outcome.accepted else "refused")
+
+    def _note_ignored(self, request: Request, count: int) -> None:
+        body = _render("command_ignored.md.j2", count=count, limit=MAX_COMMANDS).strip()
+        self._record(request, ignored_hash(count), "", False, None,
+                     body if self._may_reply(request) else None)
+
+    def _record(self, request: Request, digest: str, command: str, accepted: bool,
+                reaction: str | None, body: str | None) -> None:
         values = {
             "source": request.source, "source_id": request.source_id, "line_hash": digest,
             "repo": request.repo_name, "number": request.number, "actor": request.actor,
-            "command": name.value if name else "", "accepted": outcome.accepted,
-            "reaction": outcome.reaction if request.source == "comment" else None,
+            "command": command, "accepted": accepted,
+            "reaction": reaction if request.source == "comment" else None,
             "reacted": False, "reply_body": body, "reply_id": None, "created_at": utcnow()}
         with transaction(self.engine) as conn:
             conn.execute(REPLIES.insert().values(**values))
-        log.info("%s#%d: %s by %s: %s", request.repo_name, request.number, line,
-                 request.actor, "accepted" if outcome.accepted else "refused")
-        row = self._handled(request, line)
-        assert row is not None
-        return row
+
+    def _may_reply(self, request: Request) -> bool:
+        """Whether this comment may get a reply: it already has one coming, the commenter
+        has write access, or the commenter's reply budget on this pull request is not spent
+        (counting one reply)."""
+        if any(row.reply_body for row in self._rows(request)) or request.can_write:
+            return True
+        return self._use(request, Budget.REPLY, self.reply_limit) is None
 
     def _execute(self, request: Request, command: Command) -> Outcome:
         actions: dict[Name, Callable[[Request, Command], Outcome]] = {
@@ -675,6 +773,9 @@ class CommandJob:
                 return refused(Refusal.NEEDS_WRITE)
             if not request.trusted:
                 return refused(Refusal.UNTRUSTED)
+        if any(row.command == Name.ALIGN.value and row.accepted
+               for row in self._rows(request)):
+            return refused(Refusal.ONE_ALIGN)
         retry_at = self._use(request, Name.ALIGN, self.align_limit)
         if retry_at is not None:
             return refused(Refusal.RATE_LIMITED, limit=self.align_limit, retry_at=retry_at)
@@ -687,7 +788,7 @@ class CommandJob:
         if request.can_write:  # a maintainer's request runs even where the gate would wait
             extra["approved_by"] = request.actor
         self._enqueue_align(request, f"/align by {request.actor}", extra)
-        return Outcome(True, "eyes", values={"queued": True})
+        return Outcome(True, Reaction.QUEUED, values={"queued": True})
 
     def _ok_to_test(self, request: Request, command: Command) -> Outcome:
         if not (request.can_write or (request.is_author and request.trusted)):
@@ -697,14 +798,14 @@ class CommandJob:
         trust = request.trust
         inside = request.pr.author_association in TRUSTED_ASSOCIATIONS
         if inside or trust.outside_contributors == "run":
-            return Outcome(True, "+1", values={"queued": False})
+            return Outcome(True, Reaction.DONE, values={"queued": False})
         if trust.outside_contributors == "skip":
             return refused(Refusal.TRUST_SKIP)
         head = request.pr.head.sha
         if not record_ok(self.engine, request.repo_name, request.number, head, request.actor):
-            return Outcome(True, "+1", values={"queued": False})
+            return Outcome(True, Reaction.DONE, values={"queued": False})
         self._enqueue_align(request, f"/ok-to-test by {request.actor}", {})
-        return Outcome(True, "eyes", values={"queued": True})
+        return Outcome(True, Reaction.QUEUED, values={"queued": True})
 
     def _enqueue_align(self, request: Request, trigger: str, extra: dict[str, Any]) -> None:
         payload = {"installation_id": int(request.payload["installation_id"]),
@@ -713,7 +814,8 @@ class CommandJob:
         self.queue.enqueue(JobRequest(kind=ALIGN_KIND, key=f"{request.repo_name}#"
                                       f"{request.number}", payload=payload, supersede=True))
 
-    def _use(self, request: Request, name: Name, limit: RateLimit) -> datetime | None:
+    def _use(self, request: Request, name: Name | Budget, limit: RateLimit
+             ) -> datetime | None:
         """Count one use; if the limit is reached, count nothing and return when to retry."""
         now = self.clock()
         who = (USES.c.repo == request.repo_name, USES.c.number == request.number,
@@ -738,7 +840,9 @@ class CommandJob:
         head_sha, findings = latest
         for finding in findings:
             if finding.get("fingerprint") == fingerprint:
-                return head_sha, _checked_links(finding)
+                tracker = (request.config.upstream.tracker if request.config is not None
+                           else DEFAULT_TRACKER)
+                return head_sha, _checked_links(finding, tracker)
         known = [str(f.get("fingerprint")) for f in findings]
         return refused(Refusal.UNKNOWN_FINDING, fingerprint=fingerprint, head_sha=head_sha,
                        known=known)
@@ -751,7 +855,7 @@ class CommandJob:
         head_sha, finding = found
         if not finding.get("repro"):
             return refused(Refusal.NO_REPRO, fingerprint=command.fingerprint)
-        return Outcome(True, "+1", "command_repro.md.j2",
+        return Outcome(True, Reaction.DONE, "command_repro.md.j2",
                        {"finding": finding, "head_sha": head_sha})
 
     def _upstream(self, request: Request, command: Command) -> Outcome:
@@ -765,7 +869,7 @@ class CommandJob:
                            verdict=finding.get("verdict") or "not triaged")
         values = {"finding": finding, "head_sha": head_sha, "filed": None}
         if not command.file:
-            return Outcome(True, "+1", "command_upstream.md.j2", values)
+            return Outcome(True, Reaction.DONE, "command_upstream.md.j2", values)
         if not request.can_write:
             return refused(Refusal.NEEDS_WRITE)
         tracking = request.config.upstream.tracking_repo if request.config else None
@@ -782,7 +886,8 @@ class CommandJob:
                               number=int(filed["number"]), kind="issue",
                               registered_by=request.actor, pr_repo=request.repo_name,
                               pr_number=request.number, tracking_repo=tracking)
-        return Outcome(True, "+1", "command_upstream.md.j2", {**values, "filed": filed})
+        return Outcome(True, Reaction.DONE, "command_upstream.md.j2",
+                       {**values, "filed": filed})
 
     def _file(self, request: Request, tracking: str, finding: dict[str, Any]
               ) -> dict[str, Any] | Outcome:
@@ -829,7 +934,7 @@ class CommandJob:
                              kind=item.kind, registered_by=request.actor,
                              pr_repo=request.repo_name, pr_number=request.number,
                              tracking_repo=tracking):
-            return Outcome(True, "+1", values={"url": item.url})
+            return Outcome(True, Reaction.DONE, values={"url": item.url})
         existing = upstream_item(self.engine, item.url)
         return Outcome(True, None, "command_track.md.j2",
                        {"url": item.url, "existing": dict(existing._mapping) if existing
@@ -848,12 +953,12 @@ class CommandJob:
             values.update(disabled=command.remind == "off", snoozed_until=None)
         with transaction(self.engine) as conn:
             _upsert(conn, REMINDERS, keys, values)
-        return Outcome(True, "+1", values={"remind": command.remind,
+        return Outcome(True, Reaction.DONE, values={"remind": command.remind,
                                            "until": values.get("snoozed_until")})
 
     def _help(self, request: Request, command: Command) -> Outcome:
         config = request.config
-        return Outcome(True, "+1", "command_help.md.j2", {
+        return Outcome(True, Reaction.DONE, "command_help.md.j2", {
             "configured": config is not None,
             "tracking_repo": config.upstream.tracking_repo if config else None,
             "outside_contributors": request.trust.outside_contributors,
@@ -861,36 +966,52 @@ class CommandJob:
 
     # -- deliver ------------------------------------------------------------------------
 
-    def _deliver(self, request: Request, row: Row[Any]) -> None:
-        """Post what ``row`` still owes GitHub: its reaction and its reply."""
-        keys = (REPLIES.c.source == row.source, REPLIES.c.source_id == row.source_id,
-                REPLIES.c.line_hash == row.line_hash)
-        if row.reaction and not row.reacted:
-            try:
-                request.pr.get_issue_comment(row.source_id).create_reaction(row.reaction)
-            except GithubException as exc:
-                if exc.status != 404:  # a deleted comment takes no reaction: nothing owed
-                    raise
+    def _deliver(self, request: Request) -> int | None:
+        """Post what this comment's rows still owe GitHub: their reactions (each kind once)
+        and the one reply that holds every line's answer; returns the reply's id."""
+        rows = self._rows(request)
+        keys = (REPLIES.c.source == request.source, REPLIES.c.source_id == request.source_id)
+        given = {row.reaction for row in rows if row.reaction and row.reacted}
+        for row in rows:
+            if not row.reaction or row.reacted:
+                continue
+            if row.reaction not in given:
+                try:
+                    request.pr.get_issue_comment(row.source_id).create_reaction(row.reaction)
+                except GithubException as exc:
+                    if exc.status != 404:  # a deleted comment takes no reaction: nothing owed
+                        raise
+                given.add(row.reaction)
             with transaction(self.engine) as conn:
-                conn.execute(update(REPLIES).where(*keys).values(reacted=True))
-        if row.reply_body and row.reply_id is None:
-            marker = reply_marker(row.source, row.source_id, row.line_hash)
-            reply_id = request.bot_replies.get(marker)
-            if reply_id is None:
-                reply_id = int(request.pr.create_issue_comment(row.reply_body).id)
-                request.bot_replies[marker] = reply_id
-            with transaction(self.engine) as conn:
-                conn.execute(update(REPLIES).where(*keys).values(reply_id=reply_id))
+                conn.execute(update(REPLIES).where(
+                    *keys, REPLIES.c.line_hash == row.line_hash).values(reacted=True))
+        answered = [row for row in rows if row.reply_body]
+        if not answered:
+            return None
+        if all(row.reply_id is not None for row in answered):
+            return int(answered[0].reply_id)
+        marker = reply_marker(request.source, request.source_id)
+        body = fit(environment().get_template("command_reply.md.j2").render(
+            marker=marker, parts=[row.reply_body for row in answered]), COMMENT_LIMIT, None)
+        reply = request.find_reply()
+        if reply is None:
+            reply_id = int(request.pr.create_issue_comment(body).id)
+        else:
+            if reply.body != body:  # an edit added lines: the one reply answers them too
+                reply.edit(body)
+            reply_id = int(reply.id)
+        with transaction(self.engine) as conn:
+            conn.execute(update(REPLIES).where(*keys, REPLIES.c.reply_body.is_not(None))
+                         .values(reply_id=reply_id))
+        return reply_id
 
 
-def _checked_links(finding: dict[str, Any]) -> dict[str, Any]:
-    """The finding with its prefilled upstream link kept only if it points at GitHub: the
-    report comes out of the sandbox that ran the pull request's code."""
-    url = finding.get("upstream_url")
-    if isinstance(url, str) and url.startswith("https://github.com/") and \
-            not any(c.isspace() or c in "()<>" for c in url):
-        return finding
-    return {**finding, "upstream_url": None}
+def _checked_links(finding: dict[str, Any], tracker: str = DEFAULT_TRACKER
+                   ) -> dict[str, Any]:
+    """The finding without the report's ``upstream_url`` (the report comes out of the sandbox
+    that ran the pull request's code) and with ``new_issue_link``, the prefilled link the bot
+    builds from ``tracker`` and the draft (``bot.engine_report.new_issue_link``)."""
+    return checked_finding(finding, tracker)
 
 
 def _render(template: str, **values: Any) -> str:
@@ -899,11 +1020,8 @@ def _render(template: str, **values: Any) -> str:
 
 def _find_issue(request: Request, tracking: str, fingerprint: str, marker: str) -> Any:
     """An issue the app opened in ``tracking`` whose body has ``marker``, or None."""
-    login = request.app.bot_login()
-    for issue in request.gh.search_issues(f"repo:{tracking} is:issue {fingerprint}"):
-        if issue.user.login == login and marker in (issue.body or ""):
-            return issue
-    return None
+    found = request.gh.search_issues(f"repo:{tracking} is:issue {fingerprint}")
+    return first_marked(found, request.app.bot_login(), marker)
 
 
 def latest_report(engine: Engine, repo: str, number: int
@@ -917,8 +1035,9 @@ def latest_report(engine: Engine, repo: str, number: int
         rows = conn.execute(query).all()
     for payload, result in rows:
         report = (result or {}).get("report")
-        if isinstance(report, dict) and isinstance(report.get("findings"), list):
-            return str((payload or {}).get("head_sha", "")), report["findings"]
+        findings = stored_findings(report) if isinstance(report, dict) else None
+        if findings is not None:
+            return str((payload or {}).get("head_sha", "")), findings
     return None
 
 

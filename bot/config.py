@@ -180,6 +180,21 @@ class CandidateSection(_Strict):
                                               description="torch API name -> module:attribute "
                                                           "of the candidate's callable")
 
+    @field_validator("python")
+    @classmethod
+    def _interpreter_path(cls, value: str | None) -> str | None:
+        # The sandbox resolves links and decides against the service's allow-list; what
+        # can be refused from the text alone is refused here, with the line.
+        if value is None:
+            return value
+        if "\x00" in value or "\\" in value or value != value.strip():
+            raise ValueError(f"{value!r} is not a path; write it with `/`")
+        if ".." in value.split("/"):
+            raise ValueError(f"`{value}`: `..` cannot appear here; name an interpreter in "
+                             "the repository (`.venv/bin/python`), one the service allows, "
+                             "or a command on PATH")
+        return value
+
     @field_validator("prelude")
     @classmethod
     def _not_both(cls, value: str | None, info: ValidationInfo) -> str | None:

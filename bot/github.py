@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import math
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import httpx
@@ -21,7 +22,7 @@ from github import (
     GithubIntegration,
     GithubRetry,
 )
-from github.GithubException import RateLimitExceededExceedsMaxWait
+from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExceededException
 from github.Repository import Repository
 from urllib3.util.retry import Retry
 
@@ -30,6 +31,35 @@ from .worker import TransientError
 # Refresh an installation token this long before GitHub says it expires.
 REFRESH_MARGIN = timedelta(minutes=10)
 MAX_DOWNLOAD = 512 * 1024 * 1024
+# The contents API returns a file's content as JSON up to this size (GitHub's "1 MB").
+MAX_CONTENT = 1024 * 1024
+# GitHub: after a secondary rate limit without Retry-After, wait at least a minute.
+SECONDARY_RATE_WAIT = timedelta(minutes=1)
+
+
+class RateLimited(Exception):
+    """GitHub asked for a pause longer than ``ApiOptions.max_wait`` (a primary rate limit until
+    its reset, a secondary one for its Retry-After): run the job again at ``retry_at``, not
+    before. Transient, so handlers that know nothing of it let it through to the worker."""
+
+    transient = True
+
+    def __init__(self, message: str, retry_at: datetime) -> None:
+        super().__init__(message)
+        self.retry_at = retry_at
+
+
+class FileTooLarge(Exception):
+    """A repository file larger than the contents API serves (1 MB): no retry will fetch it."""
+
+    transient = False
+    expected = True  # a fact about the repository, not a bug: logged without a traceback
+
+    def __init__(self, path: str, size: int | None = None, limit: int = MAX_CONTENT) -> None:
+        self.path, self.size, self.limit = path, size, limit
+        found = f" ({size} bytes)" if size else ""
+        super().__init__(f"{path} is too large{found}: GitHub's contents API serves files up to "
+                         f"1 MB ({limit} bytes)")
 
 
 @dataclass(frozen=True)
@@ -76,30 +106,105 @@ def make_retry(options: ApiOptions) -> GithubRetry:
 
 
 def read_text(repo: Repository, path: str, ref: str) -> str | None:
-    """A file's text at ``ref``, or None when it does not exist (or is a folder)."""
+    """A file's text at ``ref``, or None when it does not exist (or is a folder).
+
+    ``FileTooLarge`` when GitHub will not serve it through the contents API: a 403 with the
+    error code ``too_large``, or a file over 1 MB served without its content.
+    """
     try:
         content = repo.get_contents(path, ref=ref)
     except GithubException as exc:
         if exc.status == 404:
             return None
+        if exc.status == 403 and _error_codes(exc.data) & {"too_large"}:
+            raise FileTooLarge(path) from exc
         raise
     if isinstance(content, list):
         return None
+    if (content.size or 0) > MAX_CONTENT or content.encoding == "none":
+        raise FileTooLarge(path, content.size)
     return content.decoded_content.decode("utf-8", errors="replace")
+
+
+def _error_codes(data: Any) -> set[str]:
+    errors = data.get("errors") if isinstance(data, dict) else None
+    return {str(e.get("code")) for e in errors if isinstance(e, dict)} if isinstance(
+        errors, list) else set()
+
+
+def rate_limit_reset(status: int, headers: Mapping[str, str] | None, message: str = "",
+                     now: datetime | None = None) -> datetime | None:
+    """When GitHub allows the next request after a rate-limited answer, or None when the answer
+    is no rate limit. Retry-After first (seconds or an HTTP date), then a spent primary budget's
+    X-RateLimit-Reset, then a secondary limit's minute."""
+    if status not in (403, 429):
+        return None
+    now = now or datetime.now(UTC)
+    lowered = {key.lower(): value for key, value in (headers or {}).items()}
+    after = lowered.get("retry-after")
+    if after is not None:
+        try:
+            return now + timedelta(seconds=max(float(after), 0))
+        except ValueError:
+            try:
+                return max(parsedate_to_datetime(after).astimezone(UTC), now)
+            except (TypeError, ValueError):
+                pass
+    reset = lowered.get("x-ratelimit-reset")
+    if lowered.get("x-ratelimit-remaining") == "0" and reset and reset.isdigit():
+        # plus a second: it is not said when in that second the budget comes back
+        return max(datetime.fromtimestamp(int(reset), UTC), now) + timedelta(seconds=1)
+    text = message.lower()
+    if "rate limit" in text:
+        return now + SECONDARY_RATE_WAIT
+    return None
+
+
+def _rate_limited(exc: GithubException) -> RateLimited | None:
+    data = exc.data if isinstance(exc.data, dict) else {}
+    retry_at = rate_limit_reset(exc.status, exc.headers, str(data.get("message") or ""))
+    if retry_at is None and isinstance(exc, RateLimitExceededException):
+        wait = exc.wait if isinstance(exc, RateLimitExceededExceedsMaxWait) else None
+        retry_at = datetime.now(UTC) + (timedelta(seconds=wait) if wait
+                                        else SECONDARY_RATE_WAIT)
+    if retry_at is None:
+        return None
+    return RateLimited(f"GitHub rate limit ({exc.status}) until "
+                       f"{retry_at.isoformat(timespec='seconds')}", retry_at)
 
 
 @contextmanager
 def transient_failures(app: GitHubApp, installation_id: int) -> Iterator[None]:
-    """GitHub errors worth one more try become the worker's TransientError: a refused
-    installation token (dropped, so the retry gets a new one) and calls that ran out of
-    retries or connections."""
+    """GitHub errors worth another try become the worker's: ``RateLimited`` (with the time
+    GitHub allows the next request) for a rate limit longer than the wait bound, and
+    ``TransientError`` for a refused installation token (dropped, so the retry gets a new one),
+    a 5xx answer, and calls that ran out of retries or connections (API and archive host)."""
     try:
         yield
     except BadCredentialsException as exc:
         app.forget_token(installation_id)
         raise TransientError(f"GitHub refused the installation token: {exc}") from exc
-    except (requests.exceptions.RetryError, requests.exceptions.ConnectionError) as exc:
+    except GithubException as exc:
+        limited = _rate_limited(exc)
+        if limited is not None:
+            raise limited from exc
+        if exc.status >= 500:
+            raise TransientError(f"GitHub answered {exc.status}") from exc
+        raise
+    except httpx.HTTPStatusError as exc:
+        answer = exc.response
+        retry_at = rate_limit_reset(answer.status_code, answer.headers, answer.text[:500])
+        if retry_at is not None:
+            raise RateLimited(f"GitHub rate limit ({answer.status_code}) on a download until "
+                              f"{retry_at.isoformat(timespec='seconds')}", retry_at) from exc
+        if answer.status_code >= 500:
+            raise TransientError(f"GitHub answered {answer.status_code} to a download") from exc
+        raise
+    except (requests.exceptions.RetryError, requests.exceptions.ConnectionError,
+            requests.exceptions.Timeout, requests.exceptions.ChunkedEncodingError) as exc:
         raise TransientError(f"GitHub did not answer after retries: {exc}") from exc
+    except httpx.TransportError as exc:
+        raise TransientError(f"GitHub did not answer a download: {exc!r}") from exc
 
 
 class GitHubApp:
@@ -156,6 +261,8 @@ class GitHubApp:
         chunks, size = [], 0
         with httpx.stream("GET", url, headers=headers, follow_redirects=True,
                           timeout=self.options.timeout) as response:
+            if response.is_error:
+                response.read()  # the error's body (a rate limit's message), then raise
             response.raise_for_status()
             for chunk in response.iter_bytes():
                 size += len(chunk)

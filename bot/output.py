@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-from checks.markdown import defuse, inline
+from checks.markdown import Trusted, defuse, inline, no_comment, visible
 from checks.report import environment
+
+from .engine_report import EngineFinding, EngineReport, new_issue_link
 
 CHECK_NAME = "alignbot / op alignment"
 MARKER = "<!-- alignbot:sticky-comment -->"
@@ -24,15 +26,17 @@ class Conclusion(StrEnum):
     SUCCESS = "success"
     FAILURE = "failure"
     NEUTRAL = "neutral"
+    CANCELLED = "cancelled"
 
 
 @dataclass
 class CheckContext:
-    """Everything one posting needs; ``report`` is the engine's JSON, or None with ``failure``."""
+    """Everything one posting needs; ``report`` is the engine's validated report, or None with
+    ``failure``."""
 
     head_sha: str
     candidate: str
-    report: dict[str, Any] | None = None
+    report: EngineReport | None = None
     failure: str | None = None
     advice: str = ""
     specs: list[str] = field(default_factory=list)
@@ -57,7 +61,7 @@ def conclusion(ctx: CheckContext) -> Conclusion:
     rounding) is to blame; success when everything agreed."""
     if ctx.failure is not None or ctx.report is None:
         return Conclusion.FAILURE
-    verdicts = {f.get("verdict") or "undetermined" for f in ctx.report["findings"]}
+    verdicts = {f.verdict or "undetermined" for f in ctx.report.findings}
     if not verdicts:
         return Conclusion.SUCCESS
     if verdicts <= {"reference-suspect", "tolerance-noise"}:
@@ -68,12 +72,16 @@ def conclusion(ctx: CheckContext) -> Conclusion:
 def headline(ctx: CheckContext) -> str:
     if ctx.failure is not None or ctx.report is None:
         return "the check could not run"
-    findings = ctx.report["findings"]
+    findings = ctx.report.findings
     if not findings:
-        return f"all {ctx.report['specs_run']} specs agree with PyTorch"
-    counts = Counter(f.get("verdict") or "not triaged" for f in findings)
+        return f"all {ctx.report.specs_run} specs agree with PyTorch"
+    counts = Counter(_verdict(f) for f in findings)
     parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
     return f"{len(findings)} finding{'s' if len(findings) != 1 else ''} ({parts})"
+
+
+def _verdict(finding: EngineFinding) -> str:
+    return finding.verdict.value if finding.verdict else "not triaged"
 
 
 def _size(text: str, in_bytes: bool) -> int:
@@ -127,8 +135,8 @@ def first_added_line(patch: str) -> int:
     return int(match.group(1)) if match else 1
 
 
-def _files_for(finding: dict[str, Any], ctx: CheckContext) -> list[str]:
-    names = {finding.get("spec", ""), finding.get("op", "")}
+def _files_for(finding: EngineFinding, ctx: CheckContext) -> list[str]:
+    names = {finding.spec, finding.op}
     files: list[str] = []
     for glob, paths in ctx.op_files_for.items():
         if any(fnmatch.fnmatchcase(name, glob) for name in names):
@@ -136,34 +144,44 @@ def _files_for(finding: dict[str, Any], ctx: CheckContext) -> list[str]:
     return files
 
 
+def _plain(text: str) -> str:
+    """Annotation text (plain text on GitHub): no invisible characters, no marker copies."""
+    return no_comment(visible(text))
+
+
 def annotations_for(ctx: CheckContext) -> list[dict[str, Any]]:
     """One annotation per finding on the first changed line of each op file it maps to."""
     if ctx.report is None:
         return []
     result = []
-    for finding in ctx.report["findings"]:
-        level = "failure" if finding.get("verdict") in ("candidate-bug", "undetermined", None) \
+    for finding in ctx.report.findings:
+        level = "failure" if finding.verdict in ("candidate-bug", "undetermined", None) \
             else "warning"
         for path in _files_for(finding, ctx):
             line = first_added_line(ctx.patches.get(path, ""))
-            result.append({
+            result.append({  # plain text on GitHub, not Markdown
                 "path": path, "start_line": line, "end_line": line,
                 "annotation_level": level,
-                "title": f"{finding['kind']} at {finding['op']}"[:255],
-                "message": f"{finding.get('verdict') or 'not triaged'}: "
-                           f"{finding['message']}"[:4000],
+                "title": _plain(f"{finding.kind.value} at {finding.op}")[:255],
+                "message": _plain(f"{_verdict(finding)}: {finding.message}")[:4000],
             })
     return result
 
 
+def _failure(ctx: CheckContext) -> str | None:
+    if ctx.failure is None and ctx.report is None:
+        return "the engine produced no report"
+    return ctx.failure
+
+
 def check_output(ctx: CheckContext) -> CheckOutput:
     env = environment()
-    report = ctx.report or {}
-    by_verdict = Counter(f.get("verdict") or "not triaged" for f in report.get("findings", []))
+    findings = ctx.report.findings if ctx.report else []
+    by_verdict = Counter(_verdict(f) for f in findings)
     summary = env.get_template("check_run_summary.md.j2").render(
-        failure=ctx.failure, advice=ctx.advice, report=report, by_verdict=dict(by_verdict),
+        failure=_failure(ctx), advice=ctx.advice, report=ctx.report, by_verdict=dict(by_verdict),
         seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate)
-    text = env.get_template("check_run_text.md.j2").render(findings=report.get("findings", []))
+    text = env.get_template("check_run_text.md.j2").render(findings=findings)
     return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],
                        fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
                        fit(text, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
@@ -171,9 +189,11 @@ def check_output(ctx: CheckContext) -> CheckOutput:
 
 
 def comment_body(ctx: CheckContext) -> str:
+    findings = ctx.report.findings if ctx.report else []
     body = environment().get_template("pr_comment.md.j2").render(
-        marker=MARKER, headline=headline(ctx), failure=ctx.failure, advice=ctx.advice,
-        report=ctx.report, head_sha=ctx.head_sha, tracker=ctx.tracker)
+        marker=Trusted(MARKER), headline=headline(ctx), failure=_failure(ctx),
+        advice=ctx.advice, report=ctx.report, head_sha=ctx.head_sha, tracker=ctx.tracker,
+        links=[new_issue_link(ctx.tracker, f) for f in findings])
     return fit(body, COMMENT_LIMIT, ctx.full_report_url)
 
 

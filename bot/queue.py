@@ -25,6 +25,9 @@ from sqlalchemy import (
 from bot.models import Job, UtcDateTime, transaction, utcnow
 
 JOBS = cast(Table, Job.__table__)
+# The queue's own bookkeeping of transient failures, kept in the payload column (no schema
+# change) and never shown to handlers: {"failures": n, "first": ISO time of the first}.
+RETRY_KEY = "_alignbot_retry"
 
 
 class JobState(StrEnum):
@@ -67,6 +70,8 @@ class JobRecord:
     started_at: datetime | None
     worker: str | None
     delivery_id: str | None = None
+    retries: int = 0  # transient failures requeued so far (``requeue(..., failure=True)``)
+    first_failure_at: datetime | None = None  # when the first of them happened
 
 
 class JobQueue(Protocol):
@@ -79,6 +84,10 @@ class JobQueue(Protocol):
     def complete(self, job_id: int, result: dict[str, Any] | None = None) -> bool: ...
 
     def fail(self, job_id: int, error: str, retry: bool = False) -> JobState | None: ...
+
+    def requeue(
+        self, job_id: int, reason: str, available_at: datetime, *, failure: bool = True
+    ) -> bool: ...
 
     def is_current(self, job_id: int) -> bool: ...
 
@@ -106,7 +115,9 @@ class SqlJobQueue:
     - Only a ``running`` job can be completed or failed: a result that arrives after the job was
       superseded is dropped.
     - ``attempts`` counts claims, so a job that kills its process is failed by ``recover`` after
-      ``max_attempts`` instead of being retried forever.
+      ``max_attempts`` instead of being retried forever. ``requeue`` (a transient failure or a
+      rate limit, retried later by the worker's own policy) gives its claim back, so such
+      retries never use up the attempts that guard against crashes.
     """
 
     def __init__(
@@ -188,6 +199,39 @@ class SqlJobQueue:
                 values["state"] = JobState.FAILED
             conn.execute(update(JOBS).where(JOBS.c.id == job_id).values(**values))
         return JobState(values["state"])
+
+    def requeue(
+        self, job_id: int, reason: str, available_at: datetime, *, failure: bool = True
+    ) -> bool:
+        """Put a running job back in the queue, not to be claimed before ``available_at``,
+        without spending an attempt (its claim is given back). ``reason`` is kept in ``error``.
+
+        With ``failure`` it counts as one more transient failure: ``retries`` grows by one and
+        the first one's time is kept (``first_failure_at``); a rate limit passes
+        ``failure=False`` and changes neither. False if the job was no longer running.
+        """
+        with transaction(self.engine) as conn:
+            row = conn.execute(
+                select(JOBS.c.attempts, JOBS.c.payload)
+                .where(JOBS.c.id == job_id, JOBS.c.state == JobState.RUNNING)
+                .with_for_update()
+            ).first()
+            if row is None:
+                return False
+            now = utcnow()
+            values: dict[str, Any] = {
+                "state": JobState.QUEUED, "available_at": available_at, "started_at": None,
+                "worker": None, "error": reason, "updated_at": now,
+                "attempts": max(row.attempts - 1, 0),
+            }
+            if failure:
+                payload = dict(row.payload or {})
+                seen = payload.get(RETRY_KEY) or {}
+                payload[RETRY_KEY] = {"failures": int(seen.get("failures", 0)) + 1,
+                                      "first": seen.get("first") or now.isoformat()}
+                values["payload"] = payload
+            conn.execute(update(JOBS).where(JOBS.c.id == job_id).values(**values))
+        return True
 
     def is_current(self, job_id: int) -> bool:
         """True while the job is queued or running (False once superseded, finished or gone)."""
@@ -292,11 +336,14 @@ _STATE = select(JOBS.c.state).where(JOBS.c.id == bindparam("b_id"))
 
 def _record(row: Row[Any]) -> JobRecord:
     values = row._mapping
+    payload = dict(values["payload"] or {})
+    retry = payload.pop(RETRY_KEY, None) or {}
+    first = retry.get("first")
     return JobRecord(
         id=values["id"],
         kind=values["kind"],
         key=values["key"],
-        payload=values["payload"],
+        payload=payload,
         state=JobState(values["state"]),
         attempts=values["attempts"],
         error=values["error"],
@@ -306,6 +353,8 @@ def _record(row: Row[Any]) -> JobRecord:
         started_at=values["started_at"],
         worker=values["worker"],
         delivery_id=values["delivery_id"],
+        retries=int(retry.get("failures", 0)),
+        first_failure_at=datetime.fromisoformat(first) if first else None,
     )
 
 

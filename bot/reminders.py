@@ -66,6 +66,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from checks.report import environment
 
 from .config import CONFIG_PATH, ConfigError, Reminders, RepoConfig, glob_match, load_config
+from .markers import find_marked
 from .models import Base, BigId, UtcDateTime, transaction, utcnow
 
 log = logging.getLogger(__name__)
@@ -513,12 +514,9 @@ def find_markers(comments: list[dict[str, Any]], bot_login: str) -> list[Marker]
     """This app's reminders among a pull request's comments (other authors are ignored, so
     nobody can fake one)."""
     found = []
-    for comment in comments:
-        if (comment.get("user") or {}).get("login") != bot_login:
-            continue
-        match = _REMINDER_MARKER.search(comment.get("body") or "")
+    for comment, match in find_marked(comments, bot_login, _REMINDER_MARKER):
         created = parse_time(comment.get("created_at"))
-        if match and created and match.group(2) in Kind._value2member_map_:
+        if created and match.group(2) in Kind._value2member_map_:
             found.append(Marker(match.group(1), Kind(match.group(2)), int(match.group(3)),
                                 int(comment["id"]), created))
     return found
@@ -1282,10 +1280,9 @@ class RepoSweep:
             self.store.set_digest_issue(tracking, installation_id, issue)
         path = f"/repos/{tracking}/issues/{issue}/comments"
         existing = None
-        for comment in api.pages(path, {"since": search_time(slot)}):
-            match = _DIGEST_MARKER.search(comment.get("body") or "")
-            if (comment.get("user") or {}).get("login") == self.bot_login and match \
-                    and match.group(1) == period:
+        pages = api.pages(path, {"since": search_time(slot)})
+        for comment, match in find_marked(pages, self.bot_login, _DIGEST_MARKER):
+            if match.group(1) == period:
                 existing = comment
         self.guard()
         if existing is None:

@@ -18,6 +18,20 @@ When the worker exits, init exits, and the kernel kills whatever is left in the 
 namespace. Without namespaces (a container without ``CAP_SYS_ADMIN``) the uid is still
 dedicated, so everything it left running is killed with ``kill(-1)`` from that uid.
 
+Deny by default: what the sandbox may read beyond the system comes only from the service
+(its interpreter, the engine, ``Containment.expose``: the interpreters an operator allowed),
+never from the pull request. Whole folders the service owns (its data directory, its key's
+folder, ``/run/secrets``, its home, ``Containment.hide``) are hidden, and a hidden folder wins
+over an allowed path that contains it. Every path a configuration names (``candidate.python``,
+spec files) is resolved, symlinks and ``..`` included, and refused unless it stays in the
+repository or under an allowed interpreter folder that is not hidden.
+
+Sandboxes die with the service, even by SIGKILL: the trampoline asks for a parent-death
+signal and checks that its parent is still the service, init has one too, and the PID
+namespace dies with init (without one, the trampoline sweeps the dedicated uid). Each work
+folder records its owner and uid, so a restarted service removes what a previous life left
+(``remove_stale``).
+
 Only the JSON report comes back, read without following links and size-capped; output
 tails are capped and scrubbed of anything that looks like a token.
 """
@@ -26,10 +40,10 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import dataclasses
 import errno
 import fcntl
 import importlib.util
+import itertools
 import json
 import os
 import re
@@ -88,8 +102,10 @@ class Containment:
     ``mode``: ``uid`` (the service is root: drop to a dedicated uid), ``userns`` (not root:
     a user namespace, secrets hidden by mounts), ``none`` (rlimits and environment only:
     refused unless ``allow_unisolated``), ``auto`` (``uid`` as root, else ``userns``).
-    ``hide``: more secret paths (the app's key file, its database) to hide under empty
-    mounts; ``expose``: more paths the sandbox may read (a candidate's own interpreter)."""
+    ``hide``: more secret paths (the folders of the app's key and of its database) to hide
+    under empty mounts; ``expose``: the operator's allow-list, folders the sandbox may read
+    and ``candidate.python`` may name (interpreters installed for candidates). Both come
+    from the service, never from a pull request; ``base_dir``: where work folders go."""
 
     mode: Mode = "auto"
     namespaces: bool = True
@@ -172,12 +188,10 @@ def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
     plan = _plan(containment)
     if isinstance(plan, str):
         return SandboxResult(None, None, f"refused: {plan}", "", "", 0.0)
-    python = config.candidate.python
-    if python and python.startswith("/"):  # the candidate's own interpreter, e.g. /opt/x/bin
-        prefixes = {os.path.dirname(os.path.dirname(p)) for p in (python,
-                                                                   os.path.realpath(python))}
-        containment = dataclasses.replace(
-            containment, expose=(*containment.expose, *(Path(p) for p in sorted(prefixes))))
+    problem = _path_problem(repo_dir, config, check_args, containment)
+    if problem:
+        return SandboxResult(None, None, f"refused: {problem}", "", "",
+                             time.monotonic() - started)
     try:
         workspace = _Workspace.create(repo_dir, plan, containment)
     except OSError as exc:
@@ -206,6 +220,12 @@ def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list
             reason = reason or f"{what} failed with exit status {run.exit_code}" + \
                 _hint(run.stderr, limits)
             return _result(runs, None, reason)
+    # Setup may have made the interpreter (a venv) or swapped it for a link: decide again.
+    problem = _python_problem(str(ws.repo), config.candidate.python, ws.containment,
+                              extra_allowed=[str(ws.top)])
+    if problem:
+        return _result(runs, None, f"refused: {problem}") if runs else SandboxResult(
+            None, None, f"refused: {problem}", "", "", 0.0)
     run = _launch(ws.engine_argv(config, check_args), ws.repo, env, ws, plan, limits, deadline)
     runs.append(("alignbot check", run))
     reason = run.reason("the engine", limits, wall)
@@ -306,6 +326,210 @@ def _plan(containment: Containment) -> _Plan | str:
     return _Plan(mode, os.getuid(), os.getgid(), False)
 
 
+# --------------------------------------------------------------------------- what it may see
+
+
+def exposed_paths(containment: Containment) -> list[str]:
+    """What the sandbox may read besides the system: the service's interpreters, the engine,
+    its templates and the operator's ``expose`` list; never anything a pull request names."""
+    paths = {sys.prefix, sys.base_prefix,
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
+    found = importlib.util.find_spec("checks")
+    if found and found.submodule_search_locations:
+        engine = Path(next(iter(found.submodule_search_locations))).resolve()
+        paths |= {str(engine), str(engine.parent / "templates")}
+    paths |= {str(p) for p in containment.expose}
+    return sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
+
+
+def hidden_paths(containment: Containment) -> list[str]:
+    """What the sandbox never sees: scratch folders (replaced by private ones), secret
+    folders, the service user's home and the service's own ``hide`` list, as given and
+    resolved (a key reached through a link hides both the link and its target)."""
+    home = os.path.realpath(os.path.expanduser("~"))
+    paths = [*TMP_DIRS, *SECRET_DIRS, *(str(p) for p in containment.hide)]
+    if home != "/":
+        paths.append(home)
+    found = set()
+    for path in paths:
+        if os.path.lexists(path):
+            found.add(os.path.realpath(path))
+            if not os.path.islink(path):  # a link is covered by hiding what it points to
+                found.add(os.path.abspath(path))
+    found.discard("/")  # hiding the root would hide the system the sandbox runs on
+    return sorted(found)
+
+
+def interpreter_prefixes(containment: Containment) -> list[str]:
+    """Where ``candidate.python`` may point outside the repository: the service's own
+    interpreters and the operator's ``expose`` list."""
+    paths = {sys.prefix, sys.base_prefix,
+             os.path.dirname(os.path.dirname(os.path.realpath(sys.executable))),
+             *(str(p) for p in containment.expose)}
+    return sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
+
+
+def visible(path: str, keep: Iterable[str], hide: Iterable[str]) -> bool:
+    """Whether the sandbox sees ``path``: not in a hidden folder, or re-exposed by a kept
+    path strictly inside the deepest hidden folder that holds it (hidden wins a tie)."""
+    hider = max((h for h in hide if _under(path, h)), key=len, default=None)
+    if hider is None:
+        return True
+    keeper = max((k for k in keep if _under(path, k)), key=len, default=None)
+    return keeper is not None and len(keeper) > len(hider) and _under(keeper, hider)
+
+
+def _path_problem(repo_dir: Path, config: RepoConfig, check_args: Sequence[str],
+                  containment: Containment) -> str | None:
+    """Why a path the configuration names may not be used, or None: ``candidate.python``
+    must stay in the repository or under an allowed interpreter folder, spec files in the
+    repository; links and ``..`` are resolved first."""
+    repo = os.path.realpath(repo_dir)
+    problem = _python_problem(repo, config.candidate.python, containment)
+    if problem:
+        return problem
+    for flag, value in itertools.pairwise(check_args):
+        if flag == "--spec-file":
+            problem = _repo_path_problem(repo, value, "spec file", [], [], [])
+            if problem:
+                return problem
+    return None
+
+
+def _python_problem(repo: str, python: str | None, containment: Containment,
+                    extra_allowed: Sequence[str] = ()) -> str | None:
+    if not python or "/" not in python:  # the sandbox's own, or a command on PATH
+        return None
+    hide = hidden_paths(containment)
+    allowed = interpreter_prefixes(containment)
+    keep = [*exposed_paths(containment), *extra_allowed]
+    if not python.startswith("/"):
+        return _repo_path_problem(repo, python, "candidate.python",
+                                  [*allowed, *extra_allowed], keep, hide)
+    for path in (os.path.normpath(python), _resolve(python)):
+        if path is None or not any(_under(path, prefix) for prefix in allowed):
+            return (f"candidate.python `{python}` is outside the repository and the "
+                    "interpreter folders this service allows (ALIGNBOT_SANDBOX_INTERPRETERS)")
+        if not visible(path, keep, hide):
+            return (f"candidate.python `{python}` is in a folder the sandbox hides from pull "
+                    "requests")
+    return None
+
+
+def _resolve(path: str) -> str | None:
+    """``path`` with every link and ``..`` resolved, or None when that fails (a link into
+    /proc/<pid>/root the service may not follow, a loop)."""
+    try:
+        return os.path.realpath(path, strict=True)
+    except FileNotFoundError:
+        try:
+            return os.path.realpath(path)
+        except (OSError, ValueError):
+            return None
+    except (OSError, ValueError):
+        return None
+
+
+def _repo_path_problem(repo: str, name: str, what: str, allowed: Sequence[str],
+                       keep: Sequence[str], hide: Sequence[str]) -> str | None:
+    """A path relative to the repository: it must stay inside, and so must a link it is
+    (or passes through), unless the link leads into an allowed, visible folder."""
+    if "\x00" in name:
+        return f"{what} `{name!r}` is not a path"
+    lexical = os.path.normpath(os.path.join(repo, name))
+    if name.startswith("/") or not _under(lexical, repo):
+        return f"{what} `{name}` leaves the repository"
+    real = _resolve(lexical)  # links on the way count even when the file is not there yet
+    if real is None:
+        return f"{what} `{name}` is a link that cannot be resolved"
+    if _under(real, repo):
+        return None
+    if any(_under(real, prefix) for prefix in allowed) and visible(real, keep, hide):
+        return None
+    return f"{what} `{name}` is a link that leads outside the repository"
+
+
+# --------------------------------------------------------------------------- work folders
+
+OWNER_FILE = "owner.json"
+PREFIX = "alignbot-sandbox-"
+UNRECORDED_STALE_SECONDS = 600  # a folder without its owner record yet: made a moment ago?
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def _write_owner(top: Path, uid: int | None) -> None:
+    record = {"pid": os.getpid(), "start": _start_time(os.getpid()), "uid": uid}
+    fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(record, handle)
+
+
+def _read_owner(top: Path) -> dict[str, Any] | None:
+    """The owner record, trusted only when the service's own user wrote it (the sandbox
+    cannot write there as a dedicated uid)."""
+    try:
+        fd = os.open(top / OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return None
+        try:
+            record = json.loads(handle.read(4096))
+        except ValueError:
+            return None
+    return record if isinstance(record, dict) else None
+
+
+def _alive(record: dict[str, Any]) -> bool:
+    pid = record.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    start = _start_time(pid)
+    return start is not None and start == record.get("start")
+
+
+def remove_stale(base_dir: Path | None = None) -> list[Path]:
+    """Remove the work folders (and kill the dedicated uids) that a service which is no longer
+    running left in ``base_dir``; folders of live services are left alone."""
+    base = Path(base_dir) if base_dir is not None else Path(tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        candidates = sorted(base.glob(PREFIX + "*"))
+    except OSError:
+        return removed
+    for top in candidates:
+        try:
+            info = os.lstat(top)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        record = _read_owner(top)
+        if record is None:
+            if time.time() - info.st_mtime < UNRECORDED_STALE_SECONDS:
+                continue
+        elif _alive(record):
+            continue
+        uid = (record or {}).get("uid")
+        if os.geteuid() == 0 and isinstance(uid, int) and \
+                UID_BASE <= uid < UID_BASE + UID_COUNT:
+            _sweep(uid)
+        shutil.rmtree(top, ignore_errors=True)
+        removed.append(top)
+    return removed
+
+
 @dataclass
 class _Workspace:
     """``top`` (root-owned, 0711, random name) holds ``work`` (the sandbox's, 0700):
@@ -330,10 +554,11 @@ class _Workspace:
     @classmethod
     def create(cls, repo_dir: Path, plan: _Plan, containment: Containment) -> _Workspace:
         base = containment.base_dir
-        top = Path(tempfile.mkdtemp(prefix="alignbot-sandbox-", dir=base)).resolve()
+        top = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base)).resolve()
         ws = cls(top, containment)
         try:
             os.chmod(top, 0o711)
+            _write_owner(top, plan.uid if plan.dedicated else None)
             ws.work.mkdir(mode=0o700)
             shutil.copytree(repo_dir, ws.repo, symlinks=True)
             for name in ("home", "tmp", "out"):
@@ -386,21 +611,10 @@ class _Workspace:
 
     def exposed(self) -> list[str]:
         """What the sandbox must be able to read: interpreters, the engine, its templates."""
-        paths = {sys.prefix, sys.base_prefix,
-                 os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
-        found = importlib.util.find_spec("checks")
-        if found and found.submodule_search_locations:
-            engine = Path(next(iter(found.submodule_search_locations))).resolve()
-            paths |= {str(engine), str(engine.parent / "templates")}
-        paths |= {str(p) for p in self.containment.expose}
-        return sorted(os.path.realpath(p) for p in paths if os.path.exists(p))
+        return exposed_paths(self.containment)
 
     def hidden(self) -> list[str]:
-        home = os.path.realpath(os.path.expanduser("~"))
-        paths = [*TMP_DIRS, *SECRET_DIRS, *(str(p) for p in self.containment.hide)]
-        if home != "/":
-            paths.append(home)
-        return sorted({os.path.realpath(p) for p in paths if os.path.lexists(p)})
+        return hidden_paths(self.containment)
 
     def remove(self, plan: _Plan) -> None:
         if plan.dedicated:
@@ -461,7 +675,8 @@ def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, pla
     status_r, status_w = os.pipe()
     spec = {
         "argv": argv, "cwd": str(cwd), "env": env, "mode": plan.mode, "uid": plan.uid,
-        "gid": plan.gid, "status_fd": status_w, "namespaces": ws.containment.namespaces,
+        "gid": plan.gid, "status_fd": status_w, "parent": os.getpid(),
+        "sweep_uid": plan.uid if plan.dedicated else None, "namespaces": ws.containment.namespaces,
         "network": limits.network, "allow_unisolated": ws.containment.allow_unisolated,
         "rw": [str(ws.top)], "expose": ws.exposed(), "hide": ws.hidden(),
         "tmp": [p for p in TMP_DIRS if os.path.isdir(p)],
@@ -621,13 +836,23 @@ def _prctl(option: int, value: int) -> None:
 def _main(argv: Sequence[str]) -> NoReturn:
     if len(argv) == 2 and argv[0] == "--sweep":
         _sweep_as(int(argv[1]))
+    # Die with the service, even when it is SIGKILLed: first the parent-death signal, then
+    # (once the spec says who the parent should be) a check that it did not die before.
+    _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
     spec = json.loads(sys.stdin.buffer.read())
+    sweep_uid = spec.get("sweep_uid")
+    signal.signal(signal.SIGTERM, lambda *_: _die(sweep_uid))
+    if os.getppid() != int(spec["parent"]):
+        _die(sweep_uid)
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
     os.close(devnull)
     status_fd = int(spec["status_fd"])
     try:
         layers = _enter_namespaces(spec)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # again: a new user namespace may clear it
+        if os.getppid() != int(spec["parent"]):
+            _die(sweep_uid)
     except Exception as exc:
         why = str(exc) if isinstance(exc, _Refused) else f"the sandbox could not be set up: {exc}"
         _report(status_fd, {"refused": why})
@@ -639,6 +864,18 @@ def _main(argv: Sequence[str]) -> NoReturn:
     os.close(status_fd)
     _, status = os.waitpid(child, 0)
     os._exit(_status_code(status))
+
+
+def _die(sweep_uid: int | None) -> NoReturn:
+    """The service is gone: kill what runs as the dedicated uid (without a PID namespace
+    nothing else would), then leave; init follows by its own parent-death signal."""
+    if isinstance(sweep_uid, int) and sweep_uid > 0:
+        with contextlib.suppress(OSError):
+            child = os.fork()
+            if child == 0:
+                _sweep_as(sweep_uid)
+            os.waitpid(child, 0)
+    os._exit(128 + signal.SIGTERM)
 
 
 def _sweep_as(uid: int) -> NoReturn:
@@ -698,6 +935,7 @@ def _enter_namespaces(spec: dict[str, Any]) -> list[str]:
 def _init(spec: dict[str, Any], layers: list[str], status_fd: int, parent: int) -> NoReturn:
     """The namespace's init: set up mounts and loopback, report, run the worker, reap."""
     try:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the trampoline's handler is not init's
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
         if os.getppid() not in (parent, 0):  # 0: the parent is outside our PID namespace
             os._exit(128 + signal.SIGKILL)
@@ -706,6 +944,16 @@ def _init(spec: dict[str, Any], layers: list[str], status_fd: int, parent: int) 
             layers += _mounts(spec, uid, gid, "pid-namespace" in layers)
         if "network-namespace" in layers:
             _loopback_up()
+        if "user-namespace" in layers and "fresh-proc" not in layers:
+            # The same uid as the service: the host's /proc would show its environment.
+            raise _Refused("without a PID namespace and a fresh /proc the pull request's "
+                           "code could read the service's /proc/<pid>/environ")
+        if "mount-namespace" not in layers and spec["mode"] == "uid":
+            for path in spec["hide"]:
+                if path not in spec["tmp"] and _readable(path, uid, gid):
+                    raise _Refused(f"without a mount namespace {path} cannot be hidden and "
+                                   f"the sandbox user (uid {uid}) could read it; make it "
+                                   "unreadable to other users or allow mount namespaces")
         if spec["mode"] == "uid":
             layers.append(f"uid:{uid}")
         for path in spec["expose"]:
@@ -790,6 +1038,17 @@ def _blocked(path: str, uid: int, gid: int) -> str | None:
     return None
 
 
+def _readable(path: str, uid: int, gid: int) -> bool:
+    """Whether ``uid`` could read ``path`` (or list or enter it, for a folder)."""
+    try:
+        if _blocked(path, uid, gid):
+            return False
+        info = os.stat(path)
+    except OSError:
+        return False
+    return _may(info, uid, gid, 0o5 if stat.S_ISDIR(info.st_mode) else 0o4)
+
+
 def _may(info: os.stat_result, uid: int, gid: int, bits: int) -> bool:
     if info.st_uid == uid:
         return bool(info.st_mode & (bits << 6))
@@ -823,8 +1082,9 @@ def _mounts(spec: dict[str, Any], uid: int, gid: int, new_pid: bool) -> list[str
                     parent = os.path.dirname(parent)
     hidden: list[str] = []
     for folder in sorted(hide, key=lambda p: p.count("/")):
-        # A kept path itself is never hidden; a secret inside a kept tree still is.
-        if folder in keep or not os.path.lexists(folder):
+        # Hidden wins: a secret inside a kept tree is hidden, and so is a kept path that is
+        # itself a hidden folder; only kept paths strictly inside a hidden one come back.
+        if not os.path.lexists(folder) or (folder in keep and folder not in spec["hide"]):
             continue
         _hide(folder, keep, 0o1777 if folder in tmp else 0o755,
               TMPFS_BYTES if folder in tmp else MIB)

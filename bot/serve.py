@@ -4,6 +4,7 @@ scheduler, in one process."""
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,11 +18,11 @@ from .github import ApiOptions, GitHubApp
 from .models import create_all, make_engine
 from .queue import SqlJobQueue
 from .reminders import ApiLimits, SweepOptions
-from .sandbox import Containment, SandboxLimits
+from .sandbox import Containment, SandboxLimits, remove_stale
 from .scheduler import Scheduler
 from .settings import Settings
 from .webhooks import WebhookRouter
-from .worker import Worker
+from .worker import RetryPolicy, Worker
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +44,21 @@ def build(settings: Settings) -> Service:
     github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
         base_url=settings.github_api_url, max_wait=settings.github_max_wait,
         seconds_between_writes=settings.github_write_interval))
-    hidden = [settings.private_key_file] if settings.private_key_file else []
-    database = engine.url.database
-    if engine.url.get_backend_name() == "sqlite" and database:
-        hidden.append(Path(database).resolve())
+    containment = sandbox_containment(settings, engine)
+    removed = remove_stale(containment.base_dir)
+    if removed:
+        log.info("removed %d sandbox work folder(s) left by a previous run", len(removed))
     job = alignment.AlignmentJob(
         app=github, queue=queue,
         limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
                              memory_bytes=settings.sandbox_memory_bytes),
-        containment=Containment(hide=tuple(Path(p) for p in hidden)),
+        containment=containment,
         gate=trust.TrustGate(engine, github))
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     worker = Worker(queue, {alignment.JOB_KIND: job, commands.JOB_KIND: command_job},
-                    concurrency=settings.workers)
+                    concurrency=settings.workers, retry=RetryPolicy(
+                        horizon=settings.github_retry_horizon, base=settings.github_retry_base,
+                        cap=settings.github_retry_cap))
     router = WebhookRouter()
     alignment.register(router)
     commands.register(router)
@@ -64,6 +67,29 @@ def build(settings: Settings) -> Service:
         limits=ApiLimits(max_wait=settings.github_max_wait),
         write_interval=settings.github_write_interval))
     return Service(app=app, engine=engine, worker=worker, github=github, scheduler=scheduler)
+
+
+def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
+    """What pull-request code may see, from the service's settings only: whole folders of the
+    service hidden (the database's with its -wal/-shm/-journal files, the key's), the
+    operator's interpreters allowed."""
+    hidden: list[Path] = [*settings.sandbox_hide]
+    files = [settings.private_key_file] if settings.private_key_file else []
+    database = engine.url.database
+    if engine.url.get_backend_name() == "sqlite" and database and database != ":memory:":
+        files.append(Path(database))
+    for file in files:
+        for path in {Path(os.path.abspath(file)), file.resolve()}:
+            if path.parent != path.parent.parent:
+                hidden.append(path.parent)
+            else:  # a file at the root has no folder of its own: the file and its siblings
+                hidden += [path.with_name(path.name + s) for s in ("", "-wal", "-shm",
+                                                                    "-journal")]
+    base_dir = settings.sandbox_dir
+    if base_dir is not None:
+        base_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
+    return Containment(hide=tuple(dict.fromkeys(hidden)),
+                       expose=tuple(settings.sandbox_interpreters), base_dir=base_dir)
 
 
 def serve(settings: Settings) -> None:

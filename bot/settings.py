@@ -75,11 +75,41 @@ class Settings(BaseSettings):
     github_write_interval: float = Field(
         default=1.0, ge=0, description="seconds between GitHub writes (0 or more)"
     )
+    github_retry_horizon: float = Field(
+        default=1800, ge=0,
+        description="seconds a job keeps retrying after its first GitHub 5xx or network error "
+        "(0 or more)",
+    )
+    github_retry_base: float = Field(
+        default=5, gt=0,
+        description="the first retry's delay in seconds, doubled per retry (positive)",
+    )
+    github_retry_cap: float = Field(
+        default=300, gt=0,
+        description="the longest delay between two retries in seconds (positive)",
+    )
     sandbox_wall_seconds: int = Field(
         default=900, gt=0, description="a positive number of seconds per sandboxed check"
     )
     sandbox_memory_bytes: int = Field(
         default=4 * 1024 * MIB, gt=0, description="a positive number of bytes per sandbox process"
+    )
+    # The sandbox's allow-list: only the service says what pull-request code may read.
+    sandbox_interpreters: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="absolute folders, comma-separated: candidate interpreters or virtual "
+        "environments an operator installed, which the sandbox may read and "
+        "`candidate.python` may name",
+    )
+    sandbox_hide: Annotated[list[Path], NoDecode] = Field(
+        default_factory=list,
+        description="absolute folders, comma-separated, hidden from the sandbox besides the "
+        "database's and the key's folders, /run/secrets and the service user's home",
+    )
+    sandbox_dir: Path | None = Field(
+        default=None,
+        description="an absolute folder for the sandboxes' work folders (default: the temp "
+        "folder); what a previous run left there is removed at start-up",
     )
 
     @classmethod
@@ -101,6 +131,28 @@ class Settings(BaseSettings):
         if isinstance(value, str | SecretStr):
             text = value.get_secret_value() if isinstance(value, SecretStr) else value
             return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+    @field_validator("sandbox_interpreters", "sandbox_hide", mode="before")
+    @classmethod
+    def _split_paths(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
+    @field_validator("sandbox_interpreters", "sandbox_hide")
+    @classmethod
+    def _absolute_paths(cls, value: list[Path]) -> list[Path]:
+        for path in value:
+            if not path.is_absolute():
+                raise ValueError(f"{str(path)!r} is not an absolute path")
+        return value
+
+    @field_validator("sandbox_dir")
+    @classmethod
+    def _absolute_dir(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_absolute():
+            raise ValueError(f"{str(value)!r} is not an absolute path")
         return value
 
     @field_validator("private_key_file")

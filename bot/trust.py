@@ -20,6 +20,7 @@ from checks.report import environment
 
 from .config import CONFIG_PATH, ConfigError, RepoConfig, Trust, load_config
 from .github import GitHubApp, read_text
+from .markers import upsert_marked
 from .models import Base, BigId, transaction, utcnow
 
 log = logging.getLogger(__name__)
@@ -118,10 +119,10 @@ class TrustGate:
     """The gate in front of the ``align`` job (``AlignmentJob.gate``).
 
     A pull request from outside the organisation and its collaborators does not run on its
-    own: the first time, the app says so in one comment (found again by ``WAITING_MARKER``
-    and edited in place on later pushes, never posted twice), and a maintainer's
-    ``/ok-to-test`` lets it run. A job a maintainer asked for (``approved_by`` in its payload,
-    set by ``/align``) passes.
+    own: the first time, the app says so in one comment (found again by its author and
+    ``WAITING_MARKER`` at its start, edited in place on later pushes, never posted twice),
+    and a maintainer's ``/ok-to-test`` lets it run. A job a maintainer asked for
+    (``approved_by`` in its payload, set by ``/align``) passes.
     """
 
     engine: Engine
@@ -145,10 +146,4 @@ class TrustGate:
     def _say_waiting(self, pr: PullRequest, trust: Trust) -> None:
         body = environment().get_template("command_waiting.md.j2").render(
             marker=WAITING_MARKER, head_sha=pr.head.sha, carry_over=trust.carry_over_pushes)
-        login = self.app.bot_login()
-        for comment in pr.get_issue_comments():
-            if comment.user.login == login and WAITING_MARKER in (comment.body or ""):
-                if comment.body != body:
-                    comment.edit(body)
-                return
-        pr.create_issue_comment(body)
+        upsert_marked(pr, self.app.bot_login(), WAITING_MARKER, body)

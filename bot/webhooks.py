@@ -7,7 +7,7 @@ import hmac
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
@@ -73,15 +73,22 @@ class Event:
 
 
 class PayloadError(ValueError):
-    """The payload lacks a field a handler needs; the handler is skipped, the delivery kept."""
+    """The payload lacks a field a handler needs, or has it with the wrong JSON type; the
+    handler is skipped (one warning line, no traceback), the delivery kept."""
 
 
-def require(payload: Mapping[str, Any], *path: str | int) -> Any:
-    """``payload[path[0]][path[1]]…``, or ``PayloadError`` naming the first missing/null step.
+JsonKind = type | tuple[type, ...]
+
+
+def require(payload: Mapping[str, Any], *path: str | int, kind: JsonKind | None = None) -> Any:
+    """``payload[path[0]][path[1]]…``, or ``PayloadError`` naming the first missing/null step,
+    or the last step when it is not of ``kind`` (``int``: an integer a BIGINT column holds,
+    never a boolean; ``str``, ``dict``, ``list``, ``bool``).
 
     GitHub sends ``null`` where a thing is gone, e.g. ``pull_request.head.repo`` when the fork
-    was deleted; handlers reach into payloads through this so that such a delivery is skipped
-    with a clear log line instead of raising ``TypeError`` deep inside.
+    was deleted; handlers reach into payloads through this so that such a delivery, or a
+    signed one of the wrong shape, is skipped with a clear log line instead of raising
+    ``TypeError`` deep inside.
     """
     value: Any = payload
     for depth, step in enumerate(path):
@@ -98,11 +105,91 @@ def require(payload: Mapping[str, Any], *path: str | int) -> Any:
             raise PayloadError(f"{here} is missing ({_kind(value)} where a container was expected)")
         if value is None:
             raise PayloadError(f"{here} is null")
+    if kind is not None and not is_kind(value, kind):
+        here = ".".join(str(part) for part in path)
+        raise PayloadError(f"{here} is {_kind(value)}, not {_kind_names(kind)}")
     return value
+
+
+def is_kind(value: Any, kind: JsonKind) -> bool:
+    """Whether a JSON value is of ``kind`` (see ``require``)."""
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    for expected in kinds:
+        if expected is int:
+            if _int(value) is not None:
+                return True
+        elif expected is bool or expected is float:
+            if type(value) is expected:
+                return True
+        elif isinstance(value, expected):
+            return True
+    return False
+
+
+def _kind_names(kind: JsonKind) -> str:
+    kinds = kind if isinstance(kind, tuple) else (kind,)
+    return " or ".join(_JSON_NAMES.get(k, k.__name__) for k in kinds)
+
+
+_JSON_NAMES = {dict: "an object", list: "an array", str: "a string", int: "an integer",
+               bool: "a boolean", float: "a number"}
 
 
 def _kind(value: Any) -> str:
     return "null" if value is None else type(value).__name__
+
+
+# The fields the handlers read, by event ("*": every event), with their JSON types; ``*`` in
+# a path is every item of an array. A field that is present, not null and of another type
+# skips every handler of the delivery with one warning naming it: GitHub never sends such a
+# payload, and a forged or broken one must not reach code that trusts its shape.
+SHAPES: dict[str, dict[str, JsonKind]] = {
+    "*": {"repository": dict, "repository.full_name": str, "installation": dict,
+          "installation.id": int, "sender": dict, "sender.login": str, "sender.type": str},
+    "pull_request": {
+        "number": int, "pull_request": dict, "pull_request.number": int,
+        "pull_request.draft": bool, "pull_request.head": dict, "pull_request.head.sha": str,
+        "pull_request.head.repo": dict, "pull_request.base": dict,
+        "pull_request.base.ref": str, "pull_request.user": dict,
+        "pull_request.user.login": str},
+    "check_run": {
+        "check_run": dict, "check_run.name": str, "check_run.head_sha": str,
+        "check_run.pull_requests": list, "check_run.pull_requests.*": dict,
+        "check_run.pull_requests.*.number": int},
+    "issue_comment": {
+        "comment": dict, "comment.id": int, "comment.body": str, "comment.user": dict,
+        "comment.user.login": str, "comment.user.type": str, "comment.created_at": str,
+        "issue": dict, "issue.number": int, "issue.pull_request": dict, "changes": dict,
+        "changes.body": dict, "changes.body.from": str},
+    "pull_request_review": {
+        "review": dict, "review.id": int, "review.body": str, "review.user": dict,
+        "review.user.login": str, "review.user.type": str, "review.submitted_at": str,
+        "pull_request": dict, "pull_request.number": int},
+}
+
+
+def shape_problem(event_name: str, payload: Mapping[str, Any]) -> str | None:
+    """The first field of ``payload`` that ``SHAPES`` says has the wrong type, or None."""
+    for shapes in (SHAPES["*"], SHAPES.get(event_name, {})):
+        for path, kind in shapes.items():
+            for where, value in _values(payload, path.split(".")):
+                if value is not None and not is_kind(value, kind):
+                    return f"{where} is {_kind(value)}, not {_kind_names(kind)}"
+    return None
+
+
+def _values(value: Any, steps: list[str], where: str = "") -> Iterator[tuple[str, Any]]:
+    """The values at ``steps`` under ``value`` (``*`` is every array item), with their paths;
+    none where a container on the way is missing (its own shape is checked separately)."""
+    if not steps:
+        yield where, value
+        return
+    step, rest = steps[0], steps[1:]
+    if step == "*" and isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _values(item, rest, f"{where}[{index}]")
+    elif isinstance(value, Mapping) and step in value:
+        yield from _values(value[step], rest, f"{where}.{step}" if where else step)
 
 
 Handler = Callable[[Event], list[JobRequest]]
@@ -114,8 +201,9 @@ class WebhookRouter:
     """Maps (event, action) to pure handlers that turn an ``Event`` into ``JobRequest``s.
 
     Handlers must not touch the database or the network: they run inside the webhook request.
-    A handler that raises is skipped (and logged); the delivery and the other handlers' jobs are
-    still accepted, so a malformed payload never turns into a 500.
+    A payload whose fields are not of the types in ``SHAPES`` reaches no handler (one warning
+    line); a handler that raises is skipped (and logged); the delivery and the other
+    handlers' jobs are still accepted, so a malformed payload never turns into a 500.
     """
 
     def __init__(self) -> None:
@@ -150,8 +238,16 @@ class WebhookRouter:
         return chosen
 
     def route(self, event: Event) -> list[JobRequest]:
+        handlers = self.handlers(event)
+        if not handlers:
+            return []
+        problem = shape_problem(event.name, event.payload)
+        if problem is not None:  # one line, no traceback, no handler
+            log.warning("delivery %s (%s): skipped: %s", event.delivery_id,
+                        event.qualified_name, problem)
+            return []
         requests: list[JobRequest] = []
-        for handler in self.handlers(event):
+        for handler in handlers:
             requests += _run_handler(handler, event)
         return requests
 

@@ -5,26 +5,57 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import socket
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
-from bot.queue import JobQueue, JobRecord, JobState
+from bot.models import utcnow
+from bot.queue import JobQueue, JobRecord
 
 log = logging.getLogger(__name__)
 
 JobHandler = Callable[[JobRecord], dict[str, Any] | None]
+# A handler's optional ``give_up(job, reason)``: called once when its job fails for good.
+GiveUp = Callable[[JobRecord, str], object]
 
 
 class TransientError(Exception):
-    """A failure worth one retry (GitHub answered 502, the network blinked).
+    """A failure worth retrying later (GitHub answered 502, the network blinked).
 
-    Any exception with a true ``transient`` attribute counts as well.
+    Any exception with a true ``transient`` attribute counts as well; one that also has a
+    ``retry_at`` datetime (``bot.github.RateLimited``) is run again at that time.
     """
 
     transient = True
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How transient failures are retried: after the n-th, a wait of ``min(cap, base * 2**(n-1))``
+    seconds scaled by a random factor in ``[1 - jitter, 1 + jitter]``, for as long as
+    ``horizon`` seconds have not passed since the job's first transient failure (the last try
+    is at the horizon). A rate limit's ``retry_at`` gets up to ``rate_limit_jitter`` seconds
+    added, so that jobs stopped by one limit do not all come back in the same second."""
+
+    horizon: float = 1800.0
+    base: float = 5.0
+    cap: float = 300.0
+    jitter: float = 0.25
+    rate_limit_jitter: float = 5.0
+
+    def __post_init__(self) -> None:
+        if self.horizon < 0 or self.base <= 0 or self.cap <= 0 or not 0 <= self.jitter < 1:
+            raise ValueError("horizon >= 0, base > 0, cap > 0 and 0 <= jitter < 1")
+
+    def delay(self, failures: int, rng: random.Random) -> float:
+        """Seconds to wait after the ``failures``-th transient failure (1 for the first)."""
+        nominal = min(self.cap, self.base * 2 ** max(failures - 1, 0))
+        return nominal * rng.uniform(1 - self.jitter, 1 + self.jitter)
 
 
 class JobSuperseded(Exception):
@@ -49,6 +80,12 @@ def is_transient(error: BaseException) -> bool:
     return getattr(error, "transient", False) is True
 
 
+def retry_at(error: BaseException) -> datetime | None:
+    """When a transient error says the job may run again (a rate limit's reset), if it says."""
+    when = getattr(error, "retry_at", None)
+    return when if is_transient(error) and isinstance(when, datetime) else None
+
+
 def describe(error: BaseException) -> str:
     message = str(error)
     text = f"{type(error).__name__}: {message}" if message else type(error).__name__
@@ -61,6 +98,25 @@ class Worker:
     Invariants: a result or failure is recorded only for a job that is still running under this
     worker (a superseded job stays ``superseded``); a handler exception never kills a thread;
     jobs left ``running`` by a previous process are requeued by ``start()``.
+
+    Failures, by what the handler raised:
+
+    - a transient error with a ``retry_at`` datetime (``bot.github.RateLimited``): the job is
+      requeued to run at ``retry_at`` plus a little jitter; not a failure, no attempt spent;
+    - another transient error (``is_transient``): requeued with exponential backoff and jitter
+      (``RetryPolicy``) while the retry horizon since its first transient failure has not
+      passed; no attempt spent (``attempts`` keeps guarding against crashes only);
+    - anything else, or a transient error past the horizon: the job fails for good. First, if
+      the handler has a ``give_up`` attribute and the job is still current, the worker calls
+      ``handler.give_up(job, reason)`` once (``job``: the ``JobRecord`` as claimed, payload and
+      ``retries``/``first_failure_at`` included; ``reason``: a ``str``, the error as
+      ``"Type: message"``, prefixed past the horizon with how long and how often it was
+      tried), so the handler can say so where users look (e.g. complete its check run). An
+      exception from ``give_up`` is logged in one line and otherwise ignored. Then the job is
+      marked failed with ``reason`` as its error.
+
+    Transient failures, rate limits and errors marked ``expected`` (a condition, not a bug) are
+    logged in one line; any other error with its traceback.
     """
 
     def __init__(
@@ -71,7 +127,8 @@ class Worker:
         poll_interval: float = 0.5,
         *,
         name: str | None = None,
-        max_retries: int = 1,
+        retry: RetryPolicy | None = None,
+        rng: random.Random | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -80,7 +137,8 @@ class Worker:
         self.concurrency = concurrency
         self.poll_interval = poll_interval
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
-        self.max_retries = max_retries
+        self.retry = retry or RetryPolicy()
+        self._rng = rng or random.Random()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._wake = threading.Event()
@@ -150,7 +208,7 @@ class Worker:
             result = handler(job)
             json.dumps(result)  # fail here, with the job, rather than in complete()
         except Exception as error:
-            self._failed(job, error)
+            self._failed(job, handler, error)  # still "running": give_up may ensure_current()
             return
         finally:
             _running.job = None
@@ -161,13 +219,56 @@ class Worker:
             log.info("job %d (%s %s): superseded while running; result dropped",
                      job.id, job.kind, job.key)
 
-    def _failed(self, job: JobRecord, error: Exception) -> None:
-        retry = is_transient(error) and job.attempts <= self.max_retries
-        state = self.queue.fail(job.id, describe(error), retry=retry)
+    def _failed(self, job: JobRecord, handler: JobHandler, error: Exception) -> None:
+        now = utcnow()
+        resume = retry_at(error)
+        if resume is not None:
+            when = max(resume, now) + timedelta(
+                seconds=self._rng.uniform(0, self.retry.rate_limit_jitter))
+            if self.queue.requeue(job.id, describe(error), when, failure=False):
+                log.warning("job %d (%s %s): rate limited, rescheduled in %.0f s (%s): %s",
+                            job.id, job.kind, job.key, (when - now).total_seconds(),
+                            when.isoformat(timespec="seconds"), describe(error))
+            else:
+                self._superseded(job)
+            return
+        reason = describe(error)
+        if is_transient(error):
+            first = job.first_failure_at or now
+            failures = job.retries + 1
+            deadline = first + timedelta(seconds=self.retry.horizon)
+            if now < deadline:
+                when = min(now + timedelta(seconds=self.retry.delay(failures, self._rng)),
+                           deadline)
+                if self.queue.requeue(job.id, reason, when):
+                    log.warning("job %d (%s %s): transient failure %d, retry in %.1f s: %s",
+                                job.id, job.kind, job.key, failures,
+                                (when - now).total_seconds(), reason)
+                else:
+                    self._superseded(job)
+                return
+            reason = (f"gave up after {failures} tries over {(now - first).total_seconds():.0f} s "
+                      f"(retry horizon {self.retry.horizon:g} s): {reason}")
+        self._give_up(job, handler, error, reason)
+
+    def _give_up(self, job: JobRecord, handler: JobHandler, error: Exception,
+                 reason: str) -> None:
+        give_up: GiveUp | None = getattr(handler, "give_up", None)
+        if give_up is not None and not isinstance(error, JobSuperseded) \
+                and self.queue.is_current(job.id):
+            try:
+                give_up(job, reason)
+            except Exception as failure:
+                log.error("job %d (%s %s): give_up failed: %s", job.id, job.kind, job.key,
+                          describe(failure))
+        state = self.queue.fail(job.id, reason, retry=False)
         if state is None:
-            log.info("job %d (%s %s): superseded while running", job.id, job.kind, job.key)
-        elif state is JobState.QUEUED:
-            log.warning("job %d (%s %s): transient failure, will retry: %s",
-                        job.id, job.kind, job.key, describe(error))
+            self._superseded(job)
+        elif is_transient(error) or getattr(error, "expected", False) is True:
+            log.error("job %d (%s %s): failed: %s", job.id, job.kind, job.key, reason)
         else:
-            log.error("job %d (%s %s): failed", job.id, job.kind, job.key, exc_info=error)
+            log.error("job %d (%s %s): failed: %s", job.id, job.kind, job.key, reason,
+                      exc_info=error)
+
+    def _superseded(self, job: JobRecord) -> None:
+        log.info("job %d (%s %s): superseded while running", job.id, job.kind, job.key)

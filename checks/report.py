@@ -14,6 +14,12 @@ from . import markdown
 from .engine import CheckResult
 
 REPORT_VERSION = 1
+# Templates that show what came out of the sandbox, where the pull request's code ran and could
+# write the report: every value they print goes through :func:`checks.markdown.finalize`, so a
+# value a template forgets to filter is defused rather than posted raw.
+UNTRUSTED_TEMPLATES = frozenset({
+    "pr_comment.md.j2", "check_run_summary.md.j2", "check_run_text.md.j2",
+    "command_repro.md.j2", "command_upstream.md.j2", "command_upstream_issue.md.j2"})
 
 
 def templates_dir() -> Path:
@@ -22,15 +28,26 @@ def templates_dir() -> Path:
     return Path(override) if override else Path(__file__).resolve().parent.parent / "templates"
 
 
-def environment() -> jinja2.Environment:
+def environment(untrusted: bool = False) -> jinja2.Environment:
+    """The templates; ``untrusted``: every template is treated as one of
+    ``UNTRUSTED_TEMPLATES`` (for templates from strings)."""
+
+    @jinja2.pass_context
+    def finalize(context: jinja2.runtime.Context, value: Any) -> Any:
+        if untrusted or context.name in UNTRUSTED_TEMPLATES:
+            return markdown.finalize(value)
+        return value
+
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()),
                              autoescape=False, keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
-                             lstrip_blocks=True)
+                             lstrip_blocks=True, finalize=finalize)
     env.filters["inline"] = markdown.inline
     env.filters["code"] = markdown.code
     env.filters["block"] = markdown.block
     env.filters["cell"] = markdown.cell
+    env.filters["marker"] = markdown.marker
+    env.filters["link"] = markdown.link
     return env
 
 
@@ -53,6 +70,7 @@ def to_json(result: CheckResult, candidate_description: str) -> dict[str, Any]:
         "specs_run": len(result.specs_run),
         "specs": result.specs_run,
         "programs_run": result.programs_run,
+        "complete": result.complete,
         "findings": [_finite(f.to_json()) for f in result.findings],
     }
 

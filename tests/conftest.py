@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from github_server import GitHubServer
+from service import Service
 
 from checks import CandidateConfig, CandidateProcess, preset
 from checks.spec import Spec, load_file
@@ -45,6 +46,25 @@ def github_server() -> Iterator[GitHubServer]:
     OpenAPI description (tests/github_server.py)."""
     with GitHubServer() as server:
         yield server
+
+
+@pytest.fixture()
+def make_service(github_server: GitHubServer, tmp_path: Path) -> Iterator[object]:
+    """``make_service(**env)`` starts `alignbot serve` in its own process against
+    ``github_server`` (tests/service.py); every service started is stopped after the test."""
+    started: list[Service] = []
+
+    def make(folder: Path | None = None, **env: str) -> Service:
+        folder = folder or tmp_path / f"service-{len(started)}"
+        folder.mkdir(parents=True, exist_ok=True)
+        service = Service(github_server, folder, **env)
+        started.append(service)
+        service.start()
+        return service
+
+    yield make
+    for service in started:
+        service.stop()
 
 
 @pytest.fixture(scope="session")

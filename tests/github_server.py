@@ -12,7 +12,9 @@ import json
 import math
 import re
 import secrets
+import socket
 import string
+import struct
 import tarfile
 import threading
 import time
@@ -40,6 +42,18 @@ DOCS = "https://docs.github.com/rest"
 COMMENT_LIMIT = 65536
 OUTPUT_LIMIT = 65535
 DOWNLOAD_LIFETIME = timedelta(minutes=5)
+# The contents API answers JSON for files up to 1 MB; larger ones (up to 100 MB) only with the
+# raw or object media types, and not at all beyond 100 MB.
+CONTENT_JSON_LIMIT, CONTENT_RAW_LIMIT = 1024 * 1024, 100 * 1024 * 1024
+RAW_MEDIA = ("application/vnd.github.raw", "application/vnd.github.v3.raw")
+OBJECT_MEDIA = ("application/vnd.github.object", "application/vnd.github.v3.object")
+TOO_LARGE_MESSAGE = (
+    "This API returns blobs up to 1 MB in size. The requested blob is too large to fetch via "
+    "this API, but you can use the raw media type or the Git Data API to request blobs up to "
+    "100 MB in size."
+)
+SERVER_ERRORS = {500: "Server Error", 502: "Server Error", 503: "Service Unavailable",
+                 504: "We couldn't respond to your request in time. Sorry about that."}
 CORE_LIMIT, SEARCH_LIMIT, ANONYMOUS_LIMIT = 5000, 30, 60
 ROLE_PERMISSION = {
     "admin": "admin",
@@ -190,6 +204,13 @@ def validation_failed(resource: str, field_name: str, code: str, message: str = 
     if message:
         error["message"] = message
     return ApiError(422, "Validation Failed", errors=[error])
+
+
+def server_error(status: int = 502, body: Any = None) -> Callable[[], Reply]:
+    """A maker of GitHub's 5xx answer (`body` replaces the default one)."""
+    payload = body if body is not None else {
+        "message": SERVER_ERRORS.get(status, "Server Error"), "status": str(status)}
+    return lambda: Reply(status, payload)
 
 
 def invalid_request(lines: Iterable[str]) -> ApiError:
@@ -548,6 +569,7 @@ class Exchange:
     status: int
     request: Any
     response: Any
+    raw: bool = False  # a raw media-type body (not JSON), e.g. a file's bytes
 
 
 class GitHubState:
@@ -1428,6 +1450,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None
     content_type: str = "application/json; charset=utf-8"
+    drop: bool = False  # no answer: the connection is reset instead
 
     def payload(self) -> bytes:
         """The bytes to send."""
@@ -1863,11 +1886,31 @@ class Api:
         sha = self.resolve(repo, ref)
         tree, path = repo.trees[sha], call.params.get("path", "").strip("/")
         if path in tree:
-            return Reply(200, self.v.content(repo, ref, sha, path, tree[path]))
+            return self.file_content(call, repo, ref, sha, path, tree[path])
         listing = self.listing(repo, ref, sha, path)
         if not listing:
             raise not_found(f"{DOCS}/repos/contents#get-repository-content")
         return Reply(200, listing)
+
+    def file_content(
+        self, call: Call, repo: Repo, ref: str, sha: str, path: str, data: bytes
+    ) -> Reply:
+        """One file as GitHub serves it by media type: the raw bytes (up to 100 MB), the object
+        form (no content beyond 1 MB: `encoding` "none"), or JSON, which is refused with 403
+        `too_large` beyond 1 MB."""
+        accept = call.headers.get("accept", "").lower()
+        if len(data) > CONTENT_RAW_LIMIT or (
+                len(data) > CONTENT_JSON_LIMIT and not accept.startswith(RAW_MEDIA + OBJECT_MEDIA)):
+            raise ApiError(403, TOO_LARGE_MESSAGE,
+                           f"{DOCS}/repos/contents#get-repository-content",
+                           errors=[{"resource": "Blob", "field": "data", "code": "too_large"}])
+        if accept.startswith(RAW_MEDIA):
+            return Reply(200, raw=data, content_type="application/vnd.github.raw; charset=utf-8",
+                         headers={"X-GitHub-Media-Type": "github.raw; format=raw"})
+        entry = self.v.content(repo, ref, sha, path, data)
+        if len(data) > CONTENT_JSON_LIMIT:
+            entry.update(content="", encoding="none")
+        return Reply(200, entry)
 
     def listing(self, repo: Repo, ref: str, sha: str, folder: str) -> list[Json]:
         """Entries directly inside `folder` ("" for the root) at commit `sha`."""
@@ -2449,8 +2492,13 @@ def signed_delivery(event: str, payload: Json, secret: str) -> tuple[dict[str, s
     return headers, body
 
 
+class Link(bytes):
+    """A symbolic link in a tree: its bytes are the target, as git stores a link's blob."""
+
+
 def build_tarball(prefix: str, files: Mapping[str, bytes], sha: str, date: datetime) -> bytes:
-    """A .tar.gz like GitHub's: pax header with the commit id, then `prefix/` and the files."""
+    """A .tar.gz like GitHub's: pax header with the commit id, then `prefix/` and the files
+    (a `Link` value becomes a symbolic link entry)."""
     buffer = io.BytesIO()
     folders = {"/".join(p.split("/")[:n]) for p in files for n in range(1, p.count("/") + 1)}
     mtime = date.timestamp()
@@ -2462,7 +2510,12 @@ def build_tarball(prefix: str, files: Mapping[str, bytes], sha: str, date: datet
             tar.addfile(info)
         for path, data in sorted(files.items()):
             info = tarfile.TarInfo(f"{prefix}/{path}")
-            info.size, info.mode, info.mtime = len(data), 0o664, mtime
+            info.mode, info.mtime = 0o664, mtime
+            if isinstance(data, Link):
+                info.type, info.linkname, info.mode = tarfile.SYMTYPE, data.decode(), 0o777
+                tar.addfile(info)
+                continue
+            info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
 
@@ -2473,12 +2526,22 @@ def build_tarball(prefix: str, files: Mapping[str, bytes], sha: str, date: datet
 
 @dataclass
 class Fault:
-    """A canned failure for the next `remaining` requests whose path matches `pattern`."""
+    """A canned failure for the next `remaining` requests whose path matches `pattern`, or (with
+    `until`, a `time.monotonic()` deadline) for every matching request until then."""
 
     pattern: re.Pattern[str]
     method: str | None
-    remaining: int
+    remaining: int | None
     make: Callable[[], Reply]
+    until: float | None = None
+
+    def active(self, method: str, path: str) -> bool:
+        """Whether this fault answers `method path` now."""
+        if self.remaining is not None and self.remaining <= 0:
+            return False
+        if self.until is not None and time.monotonic() >= self.until:
+            return False
+        return self.method in (None, method) and bool(self.pattern.search(path))
 
 
 class _HttpServer(ThreadingHTTPServer):
@@ -2504,6 +2567,11 @@ class _Handler(BaseHTTPRequestHandler):
         raw = self.rfile.read(length) if length else b""
         headers = {key.lower(): value for key, value in self.headers.items()}
         reply = self.server.github.dispatch(self.command, self.path, headers, raw)
+        if reply.drop:  # a connection reset: RST instead of an answer
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.close_connection = True
+            return
         payload = reply.payload()
         self.send_response(reply.status)
         for key, value in reply.headers.items():
@@ -2529,9 +2597,10 @@ class GitHubServer(GitHubState):
     installation token belong to `{app_slug}[bot]` (type "Bot").
 
     Every response carries X-RateLimit-* headers and is logged in `requests` as
-    (method, path, status) and in `exchanges` with both bodies. Faults queued with
-    `fail_next`, `secondary_rate_limit` and `primary_rate_limit` are served before routing
-    and authentication, first queued first. Request bodies are checked against GitHub's
+    (method, path, status) and in `exchanges` with both bodies (a reset connection is logged in
+    `requests` with status 0 only). Faults queued with `fail_next`, `outage`,
+    `secondary_rate_limit` and `primary_rate_limit` are served before routing and
+    authentication, first queued first. Request bodies are checked against GitHub's
     OpenAPI request schemas (422 `Invalid request.` as GitHub answers) unless
     `validate_requests=False`.
     """
@@ -2599,9 +2668,19 @@ class GitHubServer(GitHubState):
         body: Any = None,
     ) -> None:
         """The next `count` requests whose path matches the regex `pattern` get `status`."""
-        message = {502: "Server Error", 503: "Service Unavailable"}.get(status, "Server Error")
-        payload = body if body is not None else {"message": message, "status": str(status)}
-        self._queue(pattern, count, method, lambda: Reply(status, payload))
+        self._queue(pattern, count, method, server_error(status, body))
+
+    def outage(
+        self, pattern: str, seconds: float, status: int = 503, *, method: str | None = None,
+        reset: bool = False,
+    ) -> None:
+        """Every request whose path matches `pattern` fails for the next `seconds`: with
+        `status` (a 5xx, as GitHub's front end answers during an incident), or with `reset`
+        the connection is reset without an answer."""
+        make = (lambda: Reply(drop=True)) if reset else server_error(status)
+        with self.lock:
+            self._faults.append(Fault(re.compile(pattern), method, None, make,
+                                      until=time.monotonic() + seconds))
 
     def secondary_rate_limit(
         self, pattern: str, count: int = 1, *, retry_after: int = 60, status: int = 403,
@@ -2647,8 +2726,9 @@ class GitHubServer(GitHubState):
 
     def _take_fault(self, method: str, path: str) -> Reply | None:
         for fault in self._faults:
-            if fault.remaining and fault.method in (None, method) and fault.pattern.search(path):
-                fault.remaining -= 1
+            if fault.active(method, path):
+                if fault.remaining is not None:
+                    fault.remaining -= 1
                 return fault.make()
         return None
 
@@ -2687,6 +2767,9 @@ class GitHubServer(GitHubState):
     def _record(
         self, method: str, path: str, template: str | None, raw: bytes, reply: Reply
     ) -> None:
+        if reply.drop:
+            self.requests.append((method, path, 0))
+            return
         self.requests.append((method, path, reply.status))
         try:
             request = json.loads(raw) if raw.strip() else None
@@ -2694,5 +2777,5 @@ class GitHubServer(GitHubState):
             request = raw
         self.exchanges.append(
             Exchange(method, path, template, reply.status, request,
-                     reply.body if reply.raw is None else None)
+                     reply.body if reply.raw is None else None, raw=reply.raw is not None)
         )

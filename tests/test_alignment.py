@@ -1,16 +1,33 @@
-"""The alignment feature: which events make jobs, and what a hostile pull request gets."""
+"""The alignment feature: which events make jobs, what a hostile pull request gets, and how
+every job ends with a completed check run."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from test_serve import Service
+import pytest
+from github import GithubException
+from github_server import GitHubServer
+from service import Service
 
-from bot.alignment import on_check_run_rerequested, on_pull_request
+from bot.alignment import (
+    CONFIG_PATH,
+    JOB_KIND,
+    SUPERSEDED,
+    TOO_LARGE,
+    AlignmentJob,
+    on_check_run_rerequested,
+    on_pull_request,
+)
 from bot.demo import NUMBER, OWNER, REPO, ROOT, _files, _sha, deliver, wait_for
+from bot.github import ApiOptions, GitHubApp, RateLimited
+from bot.models import create_all, make_engine
 from bot.output import CHECK_NAME
+from bot.queue import JobRecord, JobRequest, SqlJobQueue
 from bot.webhooks import Event
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -99,3 +116,126 @@ def test_hostile_spec_is_contained_and_no_secret_is_posted(github_server: Any,
     for secret in secrets:  # … but nothing of the app's secrets was in it
         assert secret not in posted
     assert "network: connected" not in posted
+
+
+# -- every job ends visibly ------------------------------------------------------------------
+
+
+INSTALLATION = 4343
+FILES = r"/pulls/\d+/files"
+
+
+@dataclass
+class Setup:
+    github: GitHubServer
+    queue: SqlJobQueue
+    job: AlignmentJob
+    head: str
+
+    def record(self) -> JobRecord:
+        """A job for the pull request's head, claimed as the worker claims it."""
+        self.queue.enqueue(JobRequest(kind=JOB_KIND, key=f"{OWNER}/{REPO}#{NUMBER}",
+                                      supersede=True, payload={
+                                          "installation_id": INSTALLATION,
+                                          "repo": f"{OWNER}/{REPO}", "number": NUMBER,
+                                          "head_sha": self.head, "trigger": "test"}))
+        record = self.queue.claim("test/0")
+        assert record is not None
+        return record
+
+    def run(self) -> Any:
+        (run,) = self.github.check_runs_for(OWNER, REPO, self.head)
+        return run
+
+
+def make_setup(github: GitHubServer, tmp_path: Path, config: bytes) -> Setup:
+    """A pull request that changes only its README (no spec to run: no sandbox needed)."""
+    base = _files(ROOT / "examples" / "fastops")
+    head = {**base, CONFIG_PATH: config, "README.md": b"faster\n"}
+    base_sha, head_sha = _sha(base), _sha(head)
+    github.add_installation(INSTALLATION, OWNER)
+    github.add_repo(OWNER, REPO, INSTALLATION, files_by_ref={base_sha: base})
+    github.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Docs", "contributor",
+                    head_tree=head, files=[{"filename": "README.md", "status": "modified",
+                                            "patch": "@@ -0,0 +1,1 @@\n+faster"}],
+                    author_association="MEMBER")
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
+    create_all(engine)
+    queue = SqlJobQueue(engine)
+    app = GitHubApp(github.app_id, github.private_key_pem, ApiOptions(
+        base_url=github.url, seconds_between_writes=0, max_wait=1, retries=1))
+    return Setup(github, queue, AlignmentJob(app=app, queue=queue), head_sha)
+
+
+@pytest.fixture()
+def setup(github_server: GitHubServer, tmp_path: Path) -> Iterator[Setup]:
+    yield make_setup(github_server, tmp_path, (ROOT / "examples" / "fastops" / CONFIG_PATH)
+                     .read_bytes())
+
+
+def test_a_job_that_fails_completes_its_check_run_then_raises(setup: Setup) -> None:
+    record = setup.record()
+    setup.github.fail_next(FILES, status=422)  # after the check run exists, not retried
+    with pytest.raises(GithubException):
+        setup.job(record)
+    run = setup.run()
+    assert run.status == "completed" and run.conclusion == "failure"
+    assert "alignbot failed while checking this head (GithubException)" in run.output["summary"]
+
+
+def test_a_rate_limited_job_leaves_its_check_run_in_progress_for_the_retry(setup: Setup
+                                                                           ) -> None:
+    record = setup.record()
+    setup.github.secondary_rate_limit(FILES, retry_after=60)
+    with pytest.raises(RateLimited):
+        setup.job(record)
+    assert setup.run().status == "in_progress"
+    # the retry finds the same check run and completes it
+    assert (setup.job(record) or {})["conclusion"] == "success"
+    assert setup.run().status == "completed" and setup.run().conclusion == "success"
+
+
+def test_a_superseded_job_cancels_its_check_run(setup: Setup) -> None:
+    record = setup.record()
+    setup.record()  # a newer push of the same pull request supersedes it
+    assert setup.job(record) == {"skipped": SUPERSEDED}
+    run = setup.run()
+    assert run.status == "completed" and run.conclusion == "cancelled"
+    assert SUPERSEDED in run.output["title"] and SUPERSEDED in run.output["summary"]
+    assert setup.github.comments_on(OWNER, REPO, NUMBER) == []
+
+
+def test_give_up_completes_the_check_run_with_the_reason(setup: Setup) -> None:
+    record = setup.record()
+    setup.github.secondary_rate_limit(FILES, retry_after=60)
+    with pytest.raises(RateLimited):
+        setup.job(record)
+    assert setup.run().status == "in_progress"
+    reason = "GitHub was unreachable for 30 minutes; push again or re-run the check"
+    setup.job.give_up(record, reason)
+    run = setup.run()
+    assert run.status == "completed" and run.conclusion == "failure"
+    assert "GitHub was unreachable for 30 minutes" in run.output["summary"]
+
+
+def test_give_up_is_best_effort(setup: Setup) -> None:
+    record = setup.record()
+    setup.github.secondary_rate_limit(FILES, retry_after=60)
+    with pytest.raises(RateLimited):
+        setup.job(record)
+    setup.github.fail_next(r"/check-runs", status=422, count=5)
+    setup.job.give_up(record, "GitHub was unreachable")  # logs, does not raise
+    assert setup.run().status == "in_progress"
+
+
+def test_a_config_over_one_megabyte_fails_the_check(github_server: GitHubServer,
+                                                    tmp_path: Path) -> None:
+    config = (ROOT / "examples" / "fastops" / CONFIG_PATH).read_bytes()
+    setup = make_setup(github_server, tmp_path, config + b"#" * (1024 * 1024 + 1) + b"\n")
+    result = setup.job(setup.record())
+    assert result is not None and result["conclusion"] == "failure"
+    run = setup.run()
+    assert run.status == "completed" and run.conclusion == "failure"
+    assert TOO_LARGE in run.output["summary"]
+    (comment,) = github_server.comments_on(OWNER, REPO, NUMBER)
+    assert TOO_LARGE in comment.body

@@ -60,15 +60,20 @@ AUTHOR = "contributor"
 BOT = "alignbot[bot]"
 ROLES = {"admin": "ada", "write": "wes", "read": "rita", "none": "nora"}
 CANDIDATE_BUG, REFERENCE_SUSPECT = "a1b2c3d4e5f6", "0f9e8d7c6b5a"
+FINDING_BASE = {"count": 1, "observation": "output", "node": "v1", "program": {}}
 REPORT = {
+    "report_version": 1, "candidate": "fastops", "specs": ["activations.softplus",
+                                                           "special.erf"],
     "specs_run": 2, "programs_run": 24, "seed": 1, "reference": "2.5.0",
     "findings": [
-        {"fingerprint": CANDIDATE_BUG, "kind": "grad-mismatch", "spec": "activations.softplus",
+        {**FINDING_BASE, "fingerprint": CANDIDATE_BUG, "kind": "grad-mismatch",
+         "spec": "activations.softplus",
          "op": "torch.nn.functional.softplus", "message": "gradient differs",
          "verdict": "candidate-bug", "verdict_reason": "the candidate is off",
          "repro": "import torch\nprint('softplus repro')\n", "repro_verified": True,
          "upstream_draft": None, "upstream_title": None, "upstream_url": None},
-        {"fingerprint": REFERENCE_SUSPECT, "kind": "value-mismatch", "spec": "special.erf",
+        {**FINDING_BASE, "fingerprint": REFERENCE_SUSPECT, "kind": "value-mismatch",
+         "spec": "special.erf",
          "op": "torch.erf", "message": "values differ", "verdict": "reference-suspect",
          "verdict_reason": "float64 sides with the candidate",
          "repro": "import torch\nprint('erf repro')\n", "repro_verified": True,
@@ -306,9 +311,10 @@ def test_commands_in_a_review_are_answered_by_a_reply(env: Env) -> None:
     env.run(requests)
     env.run(requests)
     assert len(env.align_jobs()) == 1
-    align, remind = env.replies()  # GitHub has no reactions on reviews
-    assert "the alignment check is queued" in align
-    assert "no reminders on this pull request before" in remind
+    (reply,) = env.replies()  # GitHub has no reactions on reviews: one reply answers both
+    assert reply.startswith(f"<!-- alignbot:command review:{review.id} -->")
+    assert "the alignment check is queued" in reply
+    assert "no reminders on this pull request before" in reply
 
 
 # -- each command --------------------------------------------------------------------------
@@ -493,9 +499,12 @@ def test_several_commands_in_one_comment(env: Env) -> None:
                          "wes")
     assert [c["command"] for c in result["commands"]] == ["align", "repro", "remind", "help"]
     assert all(c["accepted"] for c in result["commands"])
-    assert len(env.align_jobs()) == 2 and len(env.replies()) == 2  # repro and help
+    assert len(env.align_jobs()) == 2  # the finished check and this /align
+    (reply,) = env.replies()  # one reply answers /repro and /help
     comment = env.github.comments_on(OWNER, REPO, NUMBER)[0]
-    assert sorted(env.reactions(comment.id)) == ["+1", "eyes"]
+    assert reply.startswith(f"<!-- alignbot:command comment:{comment.id} -->\n")
+    assert reply.index("print('softplus repro')") < reply.index("alignbot answers these")
+    assert sorted(env.reactions(comment.id)) == ["+1", "eyes"]  # each kind once
 
 
 # -- permissions ---------------------------------------------------------------------------
@@ -543,7 +552,8 @@ def test_a_rerun_job_neither_acts_nor_replies_twice(env: Env) -> None:
     for _ in range(2):
         env.run([request])
     assert len(env.align_jobs()) == 1
-    assert len(env.replies()) == 2  # /help and the malformed /align, once each
+    (reply,) = env.replies()  # /help and the malformed /align, once, in one reply
+    assert "alignbot answers these" in reply and "`--n 0`" in reply
     assert env.reactions(comment.id) == ["eyes", "+1"]
 
 
@@ -675,3 +685,62 @@ def test_members_and_run_mode_are_not_gated(github_server: GitHubServer,
     result = env.run_align()
     assert result is not None and result["conclusion"] == "success"
     assert waiting_comments(env) == []
+
+
+# -- floods and hidden commands ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("body", [
+    "- ````\n  /help\n  ````", "- item\n\n      /help", "> ```\n> /help\n> ```",
+    "a `x\n/help` b", "text <!--\n/help\n-->", "\\/help", "<div>\n/help\n</div>",
+    "# /help", "- /help",
+])
+def test_commands_hidden_in_markdown_are_not_commands(body: str) -> None:
+    assert command_lines(body) == []
+
+
+def test_a_command_line_keeps_its_arguments_as_written() -> None:
+    assert command_lines("Please:\n/align a\\* `b` <!-- hidden -->\n/help") == [
+        "/align a\\* `b`", "/help"]
+
+
+def test_a_flood_of_commands_is_one_reply_and_one_check(env: Env) -> None:
+    body = "\n".join(f"/align op{index}" for index in range(50))
+    result = env.comment(body, "wes")
+    assert len(result["commands"]) == commands.MAX_COMMANDS and result["ignored"] == 40
+    assert [c["accepted"] for c in result["commands"]] == [True] + [False] * 9
+    assert len(env.align_jobs()) == 1
+    (reply,) = env.replies()
+    assert reply.count("a comment runs at most one check") == 9
+    assert "40 more command lines in this comment were not acted on" in reply
+
+
+def test_replies_to_people_without_write_access_are_rate_limited(env: Env) -> None:
+    for index in range(8):
+        env.comment(f"/align op{index}\n/help", "nora")
+    assert len(env.replies()) == 5
+    last = env.github.comments_on(OWNER, REPO, NUMBER)[-2]  # the last comment of nora's
+    assert sorted(env.reactions(last.id)) == ["+1", "confused"]
+    env.comment("/help", "wes")  # people with write access are not limited
+    assert len(env.replies()) == 6
+
+
+def test_an_edit_updates_the_one_reply(env: Env) -> None:
+    env.comment("/help", "nora")
+    comment = env.github.comments_on(OWNER, REPO, NUMBER)[0]
+    comment.body = "/help\n/align --n 0"
+    payload = env.github.webhook("issue_comment.edited", OWNER, REPO, comment_id=comment.id,
+                                 changes={"body": {"from": "/help"}})
+    env.run(on_issue_comment(Event("issue_comment", "edited", "d-edit", payload)))
+    (reply,) = env.replies()
+    assert "alignbot answers these commands" in reply and "`--n 0`" in reply
+
+
+def test_a_forged_reply_marker_is_not_the_reply(env: Env) -> None:
+    comment = env.github.add_comment(OWNER, REPO, NUMBER, "/help", "nora")
+    env.github.add_comment(OWNER, REPO, NUMBER,
+                           f"<!-- alignbot:command comment:{comment.id} -->\nforged", "rita")
+    payload = env.github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
+    env.run(on_issue_comment(Event("issue_comment", "created", "d-f", payload)))
+    (reply,) = env.replies()
+    assert reply.startswith(f"<!-- alignbot:command comment:{comment.id} -->")

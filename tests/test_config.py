@@ -3,6 +3,7 @@ the op -> spec mapping and the JSON schema."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import jsonschema
@@ -151,6 +152,24 @@ def test_each_bad_value_is_one_line_naming_its_line() -> None:
     for line, (where, what) in zip(errors, expected, strict=True):
         assert line.startswith(f".github/alignbot.yml:{where} "), line
         assert what in line, line
+
+
+@pytest.mark.parametrize("python", ["../venv/bin/python", "bin/../../x/python",
+                                    "/opt/venv/../../etc/keys/python", "..", "a\\b/python",
+                                    " /opt/python"])
+def test_candidate_python_that_climbs_out_or_is_no_path_names_its_line(python: str) -> None:
+    (error,) = _errors(f"candidate:\n  preset: torch\n  python: {json.dumps(python)}\n")
+    assert error.startswith(".github/alignbot.yml:3:11: candidate.python: ")
+    assert "`..` cannot appear here" in error or "is not a path" in error
+
+
+@pytest.mark.parametrize("python", [".venv/bin/python", "python3", "/opt/paddle/bin/python",
+                                    "tools/..venv/python"])
+def test_candidate_python_in_the_repository_on_path_or_absolute_is_accepted(
+        python: str) -> None:
+    """Absolute interpreters are decided by the sandbox, against the service's allow-list."""
+    config = load_config(f"candidate:\n  preset: torch\n  python: {json.dumps(python)}\n")
+    assert config.candidate.python == python
 
 
 def test_overrides_name_the_bad_key_or_value() -> None:

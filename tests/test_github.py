@@ -1,5 +1,6 @@
 """bot/github.py against the GitHub test server over real HTTP: installation tokens, bounded
-retries and rate-limit waits, the bot's login, archive downloads, and a refused token."""
+retries and rate-limit waits, the bot's login, archive downloads, a refused token, and how GitHub's
+faults reach the worker (RateLimited, TransientError, FileTooLarge)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,20 @@ from pathlib import Path
 import pytest
 import requests
 from github import BadCredentialsException, GithubException, RateLimitExceededException
+from github.GithubException import RateLimitExceededExceedsMaxWait
 from github_server import GitHubServer
 
 from bot.alignment import JOB_KIND, AlignmentJob
-from bot.github import REFRESH_MARGIN, ApiOptions, GitHubApp
+from bot.github import (
+    MAX_CONTENT,
+    REFRESH_MARGIN,
+    ApiOptions,
+    FileTooLarge,
+    GitHubApp,
+    RateLimited,
+    read_text,
+    transient_failures,
+)
 from bot.models import create_all, make_engine
 from bot.queue import JobRecord, JobState, SqlJobQueue
 from bot.worker import TransientError, is_transient
@@ -215,3 +226,123 @@ def test_expired_token_is_a_transient_error_and_is_forgotten(server: GitHubServe
     assert server.count("POST", TOKENS) == 2
     assert server.check_runs_for(OWNER, NAME) == [] and server.comments_on(OWNER, NAME, NUMBER) \
         == []
+
+
+# -- what reaches the worker: RateLimited, TransientError, FileTooLarge ----------------------
+
+
+def about(moment: datetime, seconds: float, slack: float = 3) -> bool:
+    return abs((moment - datetime.now(UTC)).total_seconds() - seconds) <= slack
+
+
+def test_a_long_secondary_rate_limit_becomes_rate_limited_at_its_retry_after(
+        server: GitHubServer) -> None:
+    app = make_app(server, max_wait=2)
+    gh = app.client(INSTALLATION)
+    server.secondary_rate_limit(REPO_PATH, count=1, retry_after=30)
+    with pytest.raises(RateLimited) as caught, transient_failures(app, INSTALLATION):
+        gh.get_repo(f"{OWNER}/{NAME}")
+    error = caught.value
+    assert is_transient(error) and about(error.retry_at, 30)
+    assert isinstance(error.__cause__, RateLimitExceededExceedsMaxWait)
+    assert server.count("GET", REPO_PATH) == 1  # asked once, not again before the 30 s
+
+
+def test_a_primary_rate_limit_becomes_rate_limited_at_its_reset(server: GitHubServer) -> None:
+    app = make_app(server, max_wait=5)
+    gh = app.client(INSTALLATION)
+    server.primary_rate_limit(REPO_PATH, count=1, reset_in=1800)
+    with pytest.raises(RateLimited) as caught, transient_failures(app, INSTALLATION):
+        gh.get_repo(f"{OWNER}/{NAME}")
+    assert about(caught.value.retry_at, 1801)  # the reset, plus the second it may fall in
+    assert "rate limit" in str(caught.value)
+
+
+def test_a_rate_limited_write_becomes_rate_limited(server: GitHubServer) -> None:
+    """urllib3 does not retry a PATCH: PyGithub raises at once, with GitHub's headers."""
+    app = make_app(server, max_wait=2)
+    repo = app.client(INSTALLATION).get_repo(f"{OWNER}/{NAME}")
+    run = repo.create_check_run(name="alignbot / op alignment", head_sha=HEAD,
+                                status="in_progress")
+    server.secondary_rate_limit(r"/check-runs/\d+$", count=1, retry_after=45, method="PATCH")
+    with pytest.raises(RateLimited) as caught, transient_failures(app, INSTALLATION):
+        run.edit(status="completed", conclusion="success")
+    assert about(caught.value.retry_at, 45)
+    server.primary_rate_limit(r"/check-runs/\d+$", count=1, reset_in=600, status=429,
+                              method="PATCH")
+    with pytest.raises(RateLimited) as caught, transient_failures(app, INSTALLATION):
+        run.edit(status="completed", conclusion="success")
+    assert about(caught.value.retry_at, 601)
+    run.edit(status="completed", conclusion="success")
+    assert server.check_runs_for(OWNER, NAME)[0].status == "completed"
+
+
+def test_other_403s_are_not_rate_limits(server: GitHubServer) -> None:
+    app = make_app(server)
+    gh = app.client(INSTALLATION)
+    server.fail_next(REPO_PATH, status=403,
+                     body={"message": "Resource not accessible by integration"})
+    with pytest.raises(GithubException) as caught, transient_failures(app, INSTALLATION):
+        gh.get_repo(f"{OWNER}/{NAME}")
+    assert not isinstance(caught.value, RateLimited) and caught.value.status == 403
+
+
+def test_server_errors_past_the_client_retries_are_transient(server: GitHubServer) -> None:
+    app = make_app(server, retries=2)
+    gh = app.client(INSTALLATION)
+    repo = gh.get_repo(f"{OWNER}/{NAME}")
+    server.outage(REPO_PATH, seconds=30, status=503)
+    with pytest.raises(TransientError, match="did not answer") as caught, \
+            transient_failures(app, INSTALLATION):
+        gh.get_repo(f"{OWNER}/{NAME}")
+    assert isinstance(caught.value.__cause__, requests.exceptions.RetryError)
+    assert server.count("GET", REPO_PATH) == 1 + 3  # the fixture's read, a try and 2 retries
+    server.clear_faults()
+
+    # a PATCH is not retried by the client: its 5xx is transient for the worker to retry
+    run = repo.create_check_run(name="alignbot / op alignment", head_sha=HEAD,
+                                status="in_progress")
+    server.fail_next(r"/check-runs/\d+$", status=502, method="PATCH")
+    with pytest.raises(TransientError, match="GitHub answered 502"), \
+            transient_failures(app, INSTALLATION):
+        run.edit(status="completed", conclusion="success")
+    assert server.check_runs_for(OWNER, NAME)[0].status == "in_progress"
+
+
+def test_reset_connections_are_retried_then_transient(server: GitHubServer) -> None:
+    app = make_app(server, retries=5)
+    gh = app.client(INSTALLATION)
+    assert gh.get_repo(f"{OWNER}/{NAME}").name == NAME
+    server.outage(REPO_PATH, seconds=0.3, reset=True)
+    assert gh.get_repo(f"{OWNER}/{NAME}").name == NAME  # urllib3 retried through the resets
+    assert ("GET", f"/repos/{OWNER}/{NAME}", 0) in server.requests
+
+    repo = gh.get_repo(f"{OWNER}/{NAME}")
+    link = repo.get_archive_link("tarball", HEAD)
+    for reset in (False, True):
+        server.outage(r"^/_codeload/", seconds=30, reset=reset)
+        with pytest.raises(TransientError, match="download") as caught, \
+                transient_failures(app, INSTALLATION):
+            app.download(link, INSTALLATION)
+        assert is_transient(caught.value)
+        server.clear_faults()
+    assert app.download(link, INSTALLATION)[:2] == b"\x1f\x8b"
+
+
+def test_a_file_over_1_mb_is_file_too_large(server: GitHubServer) -> None:
+    big = b"# padding\n" * (MAX_CONTENT // 10 + 1)
+    exact = b"#" * MAX_CONTENT
+    sha = "e" * 40
+    server.push(OWNER, NAME, NUMBER, sha, tree={**TREE, "big.yml": big, "exact.yml": exact})
+    app = make_app(server)
+    repo = app.client(INSTALLATION).get_repo(f"{OWNER}/{NAME}")
+    with pytest.raises(FileTooLarge) as caught:
+        read_text(repo, "big.yml", sha)
+    error = caught.value
+    assert str(error) == ("big.yml is too large: GitHub's contents API serves files up to 1 MB "
+                          f"({MAX_CONTENT} bytes)")
+    assert error.path == "big.yml" and error.limit == MAX_CONTENT
+    assert not is_transient(error) and isinstance(error.__cause__, GithubException)
+    assert server.count("GET", r"/contents/big\.yml$") == 1  # a 403 too_large is not retried
+    assert read_text(repo, "exact.yml", sha) == exact.decode()  # 1 MB exactly is served
+    assert read_text(repo, "missing.yml", sha) is None

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import functools
 import hashlib
 import hmac
@@ -79,7 +80,7 @@ def fast(**options: Any) -> dict[str, Any]:
 def schema_problems(subset: OpenApiSubset, exchange: Exchange) -> list[str]:
     """Why a recorded response body breaks GitHub's schema for its operation and status."""
     where = f"{exchange.method} {exchange.path} -> {exchange.status}"
-    if exchange.path.startswith(INTERNAL) or exchange.status == 302:
+    if exchange.path.startswith(INTERNAL) or exchange.status == 302 or exchange.raw:
         return []
     schema = None
     if exchange.template is not None:
@@ -303,6 +304,36 @@ def test_tarball_layout(server: GitHubServer, gh: Github) -> None:
         member = archive.extractfile(f"{top}/.alignbot.yml")
         assert member is not None and member.read() == b"candidate: ops\n"
         assert archive.getmember(f"{top}/ops").isdir()
+
+
+def test_files_over_1_mb_are_served_as_github_serves_them(server: GitHubServer) -> None:
+    big, limit = b"# padding\n" * 110_000, 1024 * 1024
+    assert len(big) > limit
+    exact = b"x" * limit
+    server.push(OWNER, NAME, 7, HEAD2, tree={**HEAD_TREE, "big.yml": big, "exact.yml": exact})
+    headers = {"Authorization": f"token {token_for(server)}"}
+    url = f"{server.url}/repos/{OWNER}/{NAME}/contents/%s?ref={HEAD2}"
+
+    for accept in ("application/vnd.github+json", "application/json", ""):
+        refused = httpx.get(url % "big.yml", headers={**headers, "Accept": accept})
+        assert refused.status_code == 403, accept
+        body = refused.json()
+        assert body["errors"] == [{"resource": "Blob", "field": "data", "code": "too_large"}]
+        assert body["message"].startswith("This API returns blobs up to 1 MB in size.")
+    served = httpx.get(url % "exact.yml", headers=headers)  # 1 MB exactly is still served
+    assert served.status_code == 200 and served.json()["size"] == limit
+    assert base64.b64decode(served.json()["content"]) == exact
+
+    raw = httpx.get(url % "big.yml", headers={**headers, "Accept": "application/vnd.github.raw"})
+    assert raw.status_code == 200 and raw.content == big
+    assert raw.headers["content-type"].startswith("application/vnd.github.raw")
+    small = httpx.get(url % ".alignbot.yml",
+                      headers={**headers, "Accept": "application/vnd.github.v3.raw"})
+    assert small.content == b"candidate: ops\n"
+    obj = httpx.get(url % "big.yml", headers={**headers, "Accept": "application/vnd.github.object"})
+    assert obj.status_code == 200
+    assert (obj.json()["content"], obj.json()["encoding"], obj.json()["size"]) == (
+        "", "none", len(big))
 
 
 def test_private_archive_needs_the_link_or_a_token(server: GitHubServer) -> None:
@@ -595,6 +626,44 @@ def test_pygithub_retries_through_a_bad_gateway(server: GitHubServer) -> None:
     server.fail_next(r"/repos/octo-org/ops-lib$", status=502, method="GET")
     assert github.get_repo(f"{OWNER}/{NAME}").name == NAME
     assert server.count("GET", r"/repos/octo-org/ops-lib$") == 2
+
+
+def test_an_outage_fails_every_matching_request_until_it_ends(server: GitHubServer) -> None:
+    headers = {"Authorization": f"token {token_for(server)}"}
+    pull, repo = f"{server.url}/repos/{OWNER}/{NAME}/pulls/7", f"{server.url}/repos/{OWNER}/{NAME}"
+    server.outage(r"/pulls/7$", seconds=0.6, status=502)
+    started = time.monotonic()
+    statuses = [httpx.get(pull, headers=headers).status_code for _ in range(3)]
+    assert statuses == [502, 502, 502] and time.monotonic() - started < 0.6
+    assert httpx.get(repo, headers=headers).status_code == 200  # other paths are unaffected
+    body = httpx.get(pull, headers=headers).json()
+    assert body == {"message": "Server Error", "status": "502"}
+    time.sleep(max(0.0, started + 0.7 - time.monotonic()))
+    assert httpx.get(pull, headers=headers).status_code == 200  # the outage is over
+
+    server.outage(r"/pulls/7$", seconds=0.6, method="POST")  # another method: unaffected
+    assert httpx.get(pull, headers=headers).status_code == 200
+
+
+def test_an_outage_can_reset_connections(server: GitHubServer) -> None:
+    headers = {"Authorization": f"token {token_for(server)}"}
+    pull = f"{server.url}/repos/{OWNER}/{NAME}/pulls/7"
+    server.outage(r"/pulls/7$", seconds=0.5, reset=True)
+    with pytest.raises(httpx.TransportError):
+        httpx.get(pull, headers=headers)
+    assert ("GET", f"/repos/{OWNER}/{NAME}/pulls/7", 0) in server.requests
+    time.sleep(0.6)
+    assert httpx.get(pull, headers=headers).status_code == 200
+
+
+def test_pygithub_retries_through_an_outage_shorter_than_its_retries(
+        server: GitHubServer) -> None:
+    retry = GithubRetry(total=8, backoff_factor=0.1)
+    github = Github(base_url=server.url, auth=Auth.Token(token_for(server)), **fast(retry=retry))
+    server.outage(r"/repos/octo-org/ops-lib$", seconds=0.5, status=503)
+    assert github.get_repo(f"{OWNER}/{NAME}").name == NAME
+    statuses = [s for _, p, s in server.requests if p == "/repos/octo-org/ops-lib"]
+    assert statuses[-1] == 200 and set(statuses[:-1]) == {503} and len(statuses) > 2
 
 
 def test_secondary_rate_limit(server: GitHubServer, gh: Github) -> None:

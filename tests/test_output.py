@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from github import GithubException
 from github_server import GitHubServer
+from service import open_pull
 
 from bot.alignment import CONFIG_PATH, JOB_KIND, _complete, _op_files_for
 from bot.config import load_config
@@ -22,14 +23,13 @@ from bot.demo import (
     REPO,
     ROOT,
     _files,
-    _patch,
-    _sha,
     deliver,
     free_port,
     running,
     settings_for,
     wait_for,
 )
+from bot.engine_report import EngineReport, parse_report
 from bot.github import ApiOptions, GitHubApp
 from bot.output import (
     ANNOTATION_BATCH,
@@ -47,7 +47,8 @@ from bot.output import (
     fit,
 )
 from bot.queue import JobState, SqlJobQueue
-from checks.markdown import ZWSP
+from checks.markdown import ZWSP, Trusted, link, marker
+from checks.report import UNTRUSTED_TEMPLATES, environment
 
 HEAD = "e" * 40
 CUT_NOTE = "**Cut here:**"
@@ -63,15 +64,21 @@ def finding(index: int = 0, **fields: Any) -> dict[str, Any]:
         "fingerprint": f"{index:012x}", "kind": "grad-mismatch",
         "op": "torch.nn.functional.softplus", "spec": "activations.softplus",
         "message": "gradient w.r.t. input differs: max abs diff 0.5 at [3]", "count": 1,
+        "observation": "grad:v0", "node": "v1", "program": {"nodes": []},
         "verdict": "candidate-bug", "verdict_reason": "float64 agrees with the reference",
         "repro": "import torch\nprint(torch.ones(1))\n", "repro_verified": True,
         "upstream_url": None, "upstream_draft": None}
     return {**base, **fields}
 
 
-def report(findings: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
-    return {"specs_run": 2, "programs_run": 24, "seed": 7, "reference": "2.5.1",
+def report_data(findings: list[dict[str, Any]], **fields: Any) -> dict[str, Any]:
+    return {"report_version": 1, "candidate": "fastops", "specs": ["activations.softplus"],
+            "specs_run": 2, "programs_run": 24, "seed": 7, "reference": "2.5.1",
             "findings": findings, **fields}
+
+
+def report(findings: list[dict[str, Any]], **fields: Any) -> EngineReport:
+    return parse_report(report_data(findings, **fields))
 
 
 def context(findings: list[dict[str, Any]] | None = None, **fields: Any) -> CheckContext:
@@ -294,7 +301,7 @@ def test_hostile_helper_sees_what_it_should() -> None:
 def test_comment_keeps_untrusted_text_inert() -> None:
     ctx = hostile_context()
     body = comment_body(ctx)
-    messages = [f["message"] for f in (ctx.report or {})["findings"]]
+    messages = [f.message for f in ctx.report.findings] if ctx.report else []
     problems = markdown_problems(body, [HOSTILE_REPRO, *messages])
     assert problems == [], "the comment breaks on untrusted text:\n" + "\n".join(problems)
     assert f"@{ZWSP}octocat" in body  # defused, not dropped
@@ -405,15 +412,7 @@ def seed_pull(server: GitHubServer, config: bytes | None) -> str:
             .read_bytes()}
     if config is not None:
         head[CONFIG_PATH] = config
-    base_sha, head_sha = _sha(base), _sha(head)
-    server.add_installation(INSTALLATION, OWNER)
-    server.add_repo(OWNER, REPO, INSTALLATION, files_by_ref={base_sha: base})
-    server.add_pull(OWNER, REPO, NUMBER, head_sha, base_sha, "Speed up softplus", "contributor",
-                    head_tree=head, files=[{
-                        "filename": "fastops.py", "status": "modified",
-                        "patch": _patch("fastops.py", base["fastops.py"], head["fastops.py"])}],
-                    author_association="MEMBER")
-    return head_sha
+    return open_pull(server, base, head, title="Speed up softplus")
 
 
 def test_invalid_config_fails_the_check_and_names_the_line(github_server: GitHubServer,
@@ -465,3 +464,84 @@ def test_no_config_means_silence(github_server: GitHubServer, tmp_path: Path) ->
     assert github.comments_on(OWNER, REPO, NUMBER) == []
     assert github.count("POST", r"/check-runs|/comments") == 0
     assert github.count("PATCH") == 0
+
+
+# -- the defusing filters --------------------------------------------------------------------
+
+
+def filtered(value: str, name: str) -> str:
+    """``value`` through one filter of the templates that show untrusted data."""
+    return environment(untrusted=True).from_string(f"{{{{ value | {name} }}}}").render(
+        value=value)
+
+
+@pytest.mark.parametrize("name", ["inline", "cell", "inline(40)"])
+@pytest.mark.parametrize("value", [
+    "@octocat", "cc @octocat.", "@org/team", "#123", "GH-12", "<img src=x onerror=alert(1)>",
+    "<b>bold</b>", MARKER, "<!-- alignbot:command issue:1 -->", "[x](https://evil.example)",
+    "![img](https://evil.example/i.png)", "<https://evil.example>", "https://evil.example/a",
+    "see www.evil.example", "mail me: a@evil.example", "&#64;octocat", "[x]: https://evil",
+    "line one\n# heading\r\n```\n~~~", "`a` `` b ``", "1. item", "> quote",
+])
+def test_untrusted_text_is_inert_through_every_prose_filter(value: str, name: str) -> None:
+    out = filtered(value, name)
+    assert "\n" not in out and "\r" not in out
+    assert markdown_problems(out) == []
+    assert not re.search(r"(?<![\\])@[A-Za-z0-9]", out)  # every @ defused
+    assert not re.search(r"(?i)(https?:|www)(?=[./])", out)  # no bare URL left to autolink
+    assert "<!--" not in out and MARKER not in out
+    assert not re.search(r"(?<!\\)[<\[`&]", out)  # no tag, link, code span or entity opens
+
+
+def test_a_template_that_forgets_a_filter_still_posts_defused_text() -> None:
+    env = environment(untrusted=True)
+    out = env.from_string("{{ value }} and {{ number }}").render(
+        value=f"@octocat <img src=x> {MARKER} [x](https://evil.example)", number=3)
+    assert markdown_problems(out) == [] and MARKER not in out and out.endswith(" and 3")
+    assert env.from_string("{{ value }}").render(value=Trusted("<b>ok</b>")) == "<b>ok</b>"
+    for bad in (None, True, {"a": 1}, ["x"]):
+        with pytest.raises(TypeError):
+            env.from_string("{{ value }}").render(value=bad)
+    # the templates that show report data are strict by name; the engine's own are not
+    posted = {"pr_comment.md.j2", "check_run_summary.md.j2", "check_run_text.md.j2",
+              "command_repro.md.j2", "command_upstream.md.j2", "command_upstream_issue.md.j2"}
+    assert posted <= UNTRUSTED_TEMPLATES
+    assert environment().from_string("{{ value }}").render(value="@a") == "@a"
+
+
+@pytest.mark.parametrize("value", [
+    "x\n```\n@octocat <img src=x>\n```", "x\n~~~~\ny", "x\r```\r@octocat", "x\u2028```",
+    "````\n`````\n", f"{MARKER}\n<!-- a -->", "\u202eevil\u202c code\u200b",
+])
+def test_a_code_block_cannot_be_closed_from_inside(value: str) -> None:
+    out = filtered(value, "block")
+    blocks = fenced_blocks(out)
+    assert len(blocks) == 1 and blocks[0].closed and blocks[0].last == out.count("\n")
+    assert "<!--" not in out and not any(c in out for c in "\u202e\u202c\r\u2028")
+    assert out.count(ZWSP) == out.count(f"<{ZWSP}!-")  # the only zero-width space: ours
+
+
+@pytest.mark.parametrize("value", ["a`b", "``x``", "a\nb\r\nc", "`", "|", "@octocat\u202e",
+                                   MARKER])
+def test_inline_code_stays_inline(value: str) -> None:
+    out = filtered(value, "code")
+    assert "\n" not in out and "\r" not in out and "\u202e" not in out
+    assert without_code_spans(out) == "CODE"
+    assert "<!--" not in out
+
+
+def test_bidi_and_zero_width_characters_are_dropped_from_identifiers() -> None:
+    tricky = "torch.\u202eudf\u202c\u200b.relu\u2066\ufeff"
+    for name in ("inline", "code", "cell"):
+        out = filtered(tricky, name)
+        assert not re.search("[\u202a-\u202e\u2066-\u2069\u200b-\u200f\ufeff]", out), name
+
+
+def test_markers_and_links_are_checked() -> None:
+    assert marker(MARKER) == MARKER and marker("") == ""
+    for bad in ("<!-- x -->", "<!-- alignbot:a --> <img>", "<!-- alignbot:a-- -->"):
+        with pytest.raises(ValueError):
+            marker(bad)
+    assert link("https://github.com/o/r/issues/1") == "https://github.com/o/r/issues/1"
+    for bad in ("javascript:alert(1)", "https://x.example/a)(b", "https://x y", "http://x"):
+        assert link(bad) == "#"

@@ -6,6 +6,7 @@ import multiprocessing
 import threading
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -251,3 +252,44 @@ def test_a_failed_transaction_releases_its_turn(engine: Engine) -> None:
     thread.join(timeout=5)
     assert not thread.is_alive()
     assert len(SqlJobQueue(engine).list()) == 1
+
+
+def test_requeue_gives_the_claim_back_and_counts_transient_failures(queue: SqlJobQueue) -> None:
+    limited = queue.enqueue(request(n=1))
+    assert queue.claim("w") is not None
+    later = datetime.now(UTC) + timedelta(hours=1)
+    assert queue.requeue(limited, "RateLimited: until later", later, failure=False)
+    job = queue.get(limited)
+    assert job is not None
+    assert (job.state, job.attempts, job.error) == (JobState.QUEUED, 0, "RateLimited: until later")
+    assert (job.retries, job.first_failure_at, job.payload) == (0, None, {"n": 1})
+    assert queue.claim("w") is None  # not before its time
+    assert not queue.requeue(limited, "not running", later)
+
+    flaky = queue.enqueue(request("o/r#2", n=2))
+    firsts = []
+    for failures in (1, 2, 3):
+        claimed = queue.claim("w")
+        assert claimed is not None and claimed.id == flaky and claimed.attempts == 1
+        assert queue.requeue(flaky, f"TransientError: 502 #{failures}", datetime.now(UTC))
+        job = queue.get(flaky)
+        assert job is not None and job.retries == failures and job.attempts == 0
+        assert job.payload == {"n": 2}  # the bookkeeping never shows in the payload
+        firsts.append(job.first_failure_at)
+    assert firsts[0] is not None and firsts[0].tzinfo is not None and len(set(firsts)) == 1
+    assert abs((datetime.now(UTC) - firsts[0]).total_seconds()) < 60
+
+
+def test_transient_requeues_do_not_use_up_the_crash_guard(database_url: str,
+                                                          engine: Engine) -> None:
+    queue = SqlJobQueue(engine, max_attempts=2)
+    job_id = queue.enqueue(request())
+    for _ in range(5):
+        assert queue.claim("w") is not None
+        assert queue.requeue(job_id, "TransientError: 503", datetime.now(UTC))
+    crashed = SqlJobQueue(make_engine(database_url), max_attempts=2)
+    assert crashed.claim("dead-worker") is not None
+    crashed.engine.dispose()  # the process died running it
+    assert queue.recover() == 1
+    job = queue.get(job_id)
+    assert job is not None and (job.state, job.attempts, job.retries) == (JobState.QUEUED, 1, 5)

@@ -7,11 +7,14 @@ import json
 import os
 import secrets
 import shutil
+import site
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
+import venv
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -375,3 +378,206 @@ def test_repository_cannot_shadow_the_engine_but_the_prelude_sees_it(
     assert result.reason is None, result.stderr_tail
     assert result.report is not None and result.report["specs_run"] >= 1
     assert "HOSTILE-RAN" not in result.stderr_tail
+
+
+# --------------------------------------------------------------------------- deny by default
+
+
+@dataclass
+class Service:
+    """A service's folders as an operator lays them out: ``root`` (an interpreter folder
+    the operator allowed) holds the key's folder and the database's, both hidden."""
+
+    root: Path
+    keys: Path
+    data: Path
+    key_text: str
+
+    def containment(self, **changes: Any) -> Containment:
+        values: dict[str, Any] = {"expose": (self.root,), "hide": (self.keys, self.data),
+                                  **changes}
+        return Containment(**values)
+
+
+@pytest.fixture()
+def service_dirs(tmp_path: Path) -> Service:
+    root = tmp_path / "srv"
+    keys, data = root / "keys", root / "data"
+    for folder in (root, keys, data, root / "venv" / "bin"):
+        folder.mkdir(parents=True, exist_ok=True)
+        folder.chmod(0o755)
+    key_text = f"-----BEGIN PRIVATE KEY-----\nKEYCANARY{secrets.token_hex(16)}\n"
+    for path, text in ((keys / "app.pem", key_text), (data / "alignbot.db", "db"),
+                       (data / "alignbot.db-wal", "wal"), (data / "alignbot.db-shm", "shm"),
+                       (root / "venv" / "ok.txt", "VISIBLE-OK")):
+        path.write_text(text)
+        path.chmod(0o644)  # readable: only hiding stands between them and the sandbox
+    return Service(root, keys, data, key_text)
+
+
+def _repo(tmp_path: Path, config: str) -> tuple[Path, RepoConfig]:
+    repo = tmp_path / "repo"
+    shutil.copytree(HOSTILE / "benign", repo)
+    (repo / ".github" / "alignbot.yml").write_text(config)
+    return repo, load_config(config)
+
+
+OUTSIDE = "is outside the repository and the interpreter folders this service allows"
+HIDDEN = "is in a folder the sandbox hides from pull requests"
+
+
+@pytest.mark.parametrize(("python", "why"), [
+    ("{keys}/bin/python", HIDDEN),  # under the allowed folder, but hidden wins
+    ("{data}/python", HIDDEN),
+    ("{keys}/../keys/python", HIDDEN),
+    ("{root}/../python", OUTSIDE),
+    ("/proc/1/root{keys}/python", OUTSIDE),
+    ("/proc/self/cwd/python", OUTSIDE),
+    ("/usr/bin/python3", OUTSIDE),
+    ("link/bin/python", "is a link that leads outside the repository"),
+])
+def test_candidate_python_naming_a_service_path_is_refused(
+        tmp_path: Path, service_dirs: Service, python: str, why: str) -> None:
+    python = python.format(keys=service_dirs.keys, data=service_dirs.data,
+                           root=service_dirs.root)
+    repo, config = _repo(tmp_path, "candidate:\n  preset: torch\n")
+    (repo / "link").symlink_to(service_dirs.keys)  # as a tarball or a setup command makes it
+    config = config.model_copy(update={"candidate": config.candidate.model_copy(
+        update={"python": python})})
+    result = run_check(repo, config, [], LIMITS, service_dirs.containment())
+    assert result.report is None and result.reason is not None
+    assert result.reason.startswith(f"refused: candidate.python `{python}` "), result.reason
+    assert why in result.reason
+    assert result.stdout_tail == result.stderr_tail == ""  # nothing ran
+
+
+def test_an_allowed_folder_that_is_also_hidden_stays_hidden(
+        tmp_path: Path, service_dirs: Service) -> None:
+    repo, config = _repo(tmp_path, f"candidate:\n  preset: torch\n  python: "
+                                   f"{service_dirs.keys}/bin/python\n")
+    containment = service_dirs.containment(expose=(service_dirs.root, service_dirs.keys))
+    result = run_check(repo, config, [], LIMITS, containment)
+    assert result.reason == f"refused: candidate.python `{service_dirs.keys}/bin/python` {HIDDEN}"
+
+
+@pytest.mark.parametrize(("spec", "why"), [
+    ("../outside.py", "leaves the repository"),
+    ("/etc/passwd", "leaves the repository"),
+    ("linked_spec.py", "is a link that leads outside the repository"),
+])
+def test_spec_files_outside_the_repository_are_refused(
+        tmp_path: Path, service_dirs: Service, spec: str, why: str) -> None:
+    repo, config = _repo(tmp_path, "candidate:\n  preset: torch\n")
+    (repo / "linked_spec.py").symlink_to(service_dirs.keys / "app.pem")
+    result = run_check(repo, config, ["--spec-file", spec], LIMITS, service_dirs.containment())
+    assert result.reason == f"refused: spec file `{spec}` {why}"
+
+
+def test_setup_and_spec_code_see_no_hidden_file_inside_an_allowed_folder(
+        tmp_path: Path, service_dirs: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The walk reads every file it can reach; the allowed folder holds the hidden ones,
+    and one of them is also on the allow-list itself (hidden wins)."""
+    monkeypatch.setattr(sandbox, "TAIL_CHARS", 1_000_000)
+    repo = tmp_path / "walk"
+    shutil.copytree(HOSTILE / "walk", repo)
+    key_line = service_dirs.key_text.splitlines()[1]
+    paths = [str(p) for p in (service_dirs.keys, service_dirs.data,
+                              *service_dirs.keys.iterdir(), *service_dirs.data.iterdir())]
+    (repo / "needles.json").write_text(json.dumps({
+        "key": key_line.encode().hex(), "secret": secrets.token_hex(8),
+        "names": ["alignbot.db", "app.pem"], "paths": paths}))
+    config = load_config((repo / ".github" / "alignbot.yml").read_text())
+    config = config.model_copy(update={"candidate": config.candidate.model_copy(update={
+        "setup": [*config.candidate.setup, f"cat {service_dirs.root}/venv/ok.txt"]})})
+    containment = service_dirs.containment(expose=(service_dirs.root, service_dirs.keys))
+    result = run_check(repo, config, _check_args(config, repo), LIMITS, containment)
+    assert "VISIBLE-OK" in result.stdout_tail, result.stderr_tail  # the allowed folder is there
+    assert "WALK files=" in result.stdout_tail and " hits=0 " in result.stdout_tail, \
+        result.stdout_tail[-3000:]
+    assert result.reason is not None and " hits=0 " in result.reason
+    assert "spec-hits=0" in result.reason  # the spec file, in the engine, found none either
+    assert key_line not in json.dumps([result.stdout_tail, result.stderr_tail, result.reason])
+
+
+def test_without_a_mount_namespace_a_readable_hidden_folder_is_refused(
+        tmp_path: Path, canaries: Secrets, monkeypatch: pytest.MonkeyPatch) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    data = Path(tempfile.mkdtemp(prefix="alignbot-test-data-", dir="/var/tmp"))
+    try:
+        data.chmod(0o755)
+        (data / "alignbot.db-wal").write_text("wal")
+        (data / "alignbot.db-wal").chmod(0o644)
+        monkeypatch.setattr(sandbox._Workspace, "exposed", lambda self: [])
+        result = _run("setup_fails", tmp_path, canaries,
+                      containment=Containment(namespaces=False, hide=(data,)))
+        assert result.reason is not None and result.reason.startswith(
+            f"refused: without a mount namespace {data} cannot be hidden and the sandbox "
+            "user (uid "), result.reason
+        assert result.stdout_tail.count("HOSTILE-RAN") == 1  # the command line, not its output
+    finally:
+        shutil.rmtree(data)
+
+
+def _record(top: Path, pid: int, start: int | None, uid: int | None) -> None:
+    top.mkdir(mode=0o711)
+    (top / sandbox.OWNER_FILE).write_text(json.dumps({"pid": pid, "start": start, "uid": uid}))
+
+
+def test_remove_stale_removes_what_a_dead_service_left_and_nothing_else(
+        tmp_path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    gone = subprocess.Popen(["true"])
+    gone.wait()  # a pid that no longer runs: the previous life of the service
+    uid = sandbox.UID_BASE + secrets.randbelow(sandbox.UID_COUNT)
+    other_uid = 54_321  # not a sandbox uid: a forged record must not sweep it
+    left = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[],
+                            start_new_session=True)
+    bystander = subprocess.Popen(["sleep", "600"], user=other_uid, group=other_uid,
+                                 extra_groups=[], start_new_session=True)
+    try:
+        me = os.getpid()
+        _record(tmp_path / "alignbot-sandbox-dead", gone.pid, 1, uid)
+        _record(tmp_path / "alignbot-sandbox-forged", gone.pid, 1, other_uid)
+        _record(tmp_path / "alignbot-sandbox-live", me, sandbox._start_time(me), None)
+        _record(tmp_path / "alignbot-sandbox-reused-pid", me, 1, None)
+        (tmp_path / "alignbot-sandbox-new").mkdir()  # its record is about to be written
+        old = tmp_path / "alignbot-sandbox-old"
+        old.mkdir()
+        os.utime(old, (time.time() - 3600, time.time() - 3600))
+        (tmp_path / "unrelated").mkdir()
+        removed = sandbox.remove_stale(tmp_path)
+        assert sorted(p.name for p in removed) == [
+            "alignbot-sandbox-dead", "alignbot-sandbox-forged", "alignbot-sandbox-old",
+            "alignbot-sandbox-reused-pid"]
+        assert sorted(p.name for p in tmp_path.iterdir()) == [
+            "alignbot-sandbox-live", "alignbot-sandbox-new", "unrelated"]
+        assert left.wait(timeout=10) == -9  # the dead service's sandbox uid was swept
+        assert bystander.poll() is None
+    finally:
+        left.kill()
+        bystander.kill()
+        left.wait()
+        bystander.wait()
+
+
+def test_an_interpreter_the_operator_allowed_is_used_and_only_then(
+        tmp_path: Path, canaries: Secrets) -> None:
+    operator = tmp_path / "opt" / "candidate-venv"
+    venv.EnvBuilder(symlinks=True, with_pip=False).create(operator)
+    site_dir = next((operator / "lib").glob("python3*")) / "site-packages"
+    (site_dir / "service.pth").write_text("".join(  # NumPy and torch from the service's
+        f"{d}\n" for d in site.getsitepackages() if os.path.isdir(d)))
+    for folder in (tmp_path, tmp_path / "opt"):
+        folder.chmod(0o755)
+    repo, config = _repo(tmp_path, f"candidate:\n  preset: torch\n  python: "
+                                   f"{operator}/bin/python\n")
+    args = [*_check_args(config, repo), "--ops", "activations.softplus", "--n", "2"]
+    allowed = Containment(expose=(operator,))
+    result = run_check(repo, config, args, LIMITS, allowed)
+    assert result.reason is None, result.stderr_tail
+    assert result.report is not None and result.report["specs_run"] >= 1
+    refused = run_check(repo, config, args, LIMITS, Containment())
+    assert refused.reason == (f"refused: candidate.python `{operator}/bin/python` {OUTSIDE} "
+                              "(ALIGNBOT_SANDBOX_INTERPRETERS)")

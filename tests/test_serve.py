@@ -7,95 +7,24 @@ still posts once.
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from service import NUMBER, OWNER, REPO, SECRET, Service, completed
 
-from bot.demo import (
-    NUMBER,
-    OWNER,
-    REPO,
-    ROOT,
-    SECRET,
-    _files,
-    _patch,
-    _sha,
-    deliver,
-    free_port,
-    seed,
-    wait_for,
-)
+from bot.demo import ROOT, _files, _patch, _sha, deliver, seed, wait_for
 
 BUGGY = ROOT / "examples" / "pull-request" / "fastops.py"
 FIXED = ROOT / "examples" / "fastops" / "fastops.py"
 TIMEOUT = 300
 
 
-class Service:
-    """`alignbot serve` in its own process, with the environment the container would get."""
-
-    def __init__(self, github: Any, folder: Path) -> None:
-        self.port = free_port()
-        self.env = {**os.environ, "ALIGNBOT_APP_ID": str(github.app_id),
-                    "ALIGNBOT_PRIVATE_KEY": github.private_key_pem,
-                    "ALIGNBOT_WEBHOOK_SECRETS": SECRET,
-                    "ALIGNBOT_GITHUB_API_URL": github.url,
-                    "ALIGNBOT_DATABASE_URL": f"sqlite:///{folder / 'alignbot.db'}",
-                    "ALIGNBOT_PORT": str(self.port), "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0"}
-        self.log = folder / "service.log"
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "checks.cli", "serve"],
-                                         env=self.env, stdout=log, stderr=log)
-        wait_for(self._healthy, 60, "the service to start")
-
-    def _healthy(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise RuntimeError(f"the service exited: {self.log.read_text()[-2000:]}")
-        try:
-            return httpx.get(f"http://127.0.0.1:{self.port}/healthz", timeout=2).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    def kill(self) -> None:
-        assert self.proc is not None
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-    def stop(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.kill()
-
-
 @pytest.fixture()
-def service(github_server: Any, tmp_path: Path) -> Iterator[Service]:
-    running = Service(github_server, tmp_path)
-    running.start()
-    yield running
-    running.stop()
-
-
-def _completed(github: Any, sha: str) -> bool:
-    """The check run for ``sha`` is completed and the comment (posted after it) names ``sha``."""
-    runs = github.check_runs_for(OWNER, REPO, sha)
-    comments = github.comments_on(OWNER, REPO, NUMBER)
-    return bool(runs) and all(run.status == "completed" for run in runs) and any(
-        sha[:12] in comment.body for comment in comments)
+def service(make_service: Any) -> Service:
+    return make_service()  # type: ignore[no-any-return]
 
 
 def _push(github: Any, source: Path, label: str) -> str:
@@ -116,7 +45,7 @@ def test_pull_request_end_to_end(github_server: Any, service: Service) -> None:
     reply = httpx.post(f"http://127.0.0.1:{service.port}/webhook", content=body,
                        headers=headers, timeout=30)
     assert reply.status_code == 202 and reply.json() == {"status": "queued", "jobs": 1}
-    wait_for(lambda: _completed(github, head), TIMEOUT, "the first check run")
+    wait_for(lambda: completed(github, head), TIMEOUT, "the first check run")
 
     (run,) = github.check_runs_for(OWNER, REPO, head)
     assert run.name == "alignbot / op alignment" and run.conclusion == "failure"
@@ -138,7 +67,7 @@ def test_pull_request_end_to_end(github_server: Any, service: Service) -> None:
     fixed = _push(github, FIXED, "fixed")
     deliver(github, service.port, "pull_request",
             github.webhook("pull_request.synchronize", OWNER, REPO, number=NUMBER))
-    wait_for(lambda: _completed(github, fixed), TIMEOUT, "the second check run")
+    wait_for(lambda: completed(github, fixed), TIMEOUT, "the second check run")
     (second,) = github.check_runs_for(OWNER, REPO, fixed)
     assert second.conclusion == "success"
     (edited,) = github.comments_on(OWNER, REPO, NUMBER)
@@ -156,6 +85,6 @@ def test_killed_service_finishes_the_job_after_a_restart_and_posts_once(
     service.kill()  # mid-job: the check run is in progress, nothing else is posted yet
     assert github.check_runs_for(OWNER, REPO, head)[0].status == "in_progress"
     service.start()
-    wait_for(lambda: _completed(github, head), TIMEOUT, "the job after the restart")
+    wait_for(lambda: completed(github, head), TIMEOUT, "the job after the restart")
     assert len(github.check_runs_for(OWNER, REPO, head)) == 1
     assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1

@@ -142,3 +142,27 @@ def test_an_explicit_mapping_ignores_os_environ(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setenv("ALIGNBOT_PORT", "9000")
     assert load_settings(VALID).port == 8080
     assert load_settings({**VALID, "ALIGNBOT_PORT": ""}).port == 8080  # empty means unset
+
+
+def test_sandbox_and_retry_settings_are_read_from_the_environment() -> None:
+    settings = load_settings({**VALID, "ALIGNBOT_SANDBOX_INTERPRETERS": "/opt/a, /opt/b/venv,",
+                              "ALIGNBOT_SANDBOX_HIDE": "/srv/secrets",
+                              "ALIGNBOT_SANDBOX_DIR": "/var/lib/alignbot/sandboxes",
+                              "ALIGNBOT_GITHUB_RETRY_HORIZON": "60",
+                              "ALIGNBOT_GITHUB_RETRY_BASE": "0.5",
+                              "ALIGNBOT_GITHUB_RETRY_CAP": "10"})
+    assert settings.sandbox_interpreters == [Path("/opt/a"), Path("/opt/b/venv")]
+    assert settings.sandbox_hide == [Path("/srv/secrets")]
+    assert settings.sandbox_dir == Path("/var/lib/alignbot/sandboxes")
+    assert (settings.github_retry_horizon, settings.github_retry_base,
+            settings.github_retry_cap) == (60, 0.5, 10)
+    defaults = load_settings(VALID)
+    assert defaults.sandbox_interpreters == [] and defaults.sandbox_hide == []
+    assert defaults.github_retry_horizon == 1800
+
+
+@pytest.mark.parametrize("name", ["ALIGNBOT_SANDBOX_INTERPRETERS", "ALIGNBOT_SANDBOX_HIDE",
+                                  "ALIGNBOT_SANDBOX_DIR"])
+def test_sandbox_paths_must_be_absolute(name: str) -> None:
+    (line,) = error_lines({**VALID, name: "relative/folder"})
+    assert line.startswith(name) and "absolute" in line, line

@@ -30,6 +30,7 @@ from bot.webhooks import (
     SqlDeliveryStore,
     WebhookRouter,
     accept,
+    is_kind,
     require,
     verify_signature,
 )
@@ -551,3 +552,112 @@ def test_real_github_examples_go_through_the_endpoint(
         assert queued and queued[-1].kind == "align"
     else:
         assert response.status_code == 200, response.text
+
+
+# -- payloads of the wrong shape -----------------------------------------------------------------
+
+
+def test_require_checks_the_json_type() -> None:
+    payload = {"comment": {"id": "12", "n": 3, "flag": True, "big": 2**70, "body": None}}
+    assert require(payload, "comment", "n", kind=int) == 3
+    with pytest.raises(PayloadError, match=r"comment\.id is str, not an integer"):
+        require(payload, "comment", "id", kind=int)
+    with pytest.raises(PayloadError, match=r"comment\.flag is bool, not an integer"):
+        require(payload, "comment", "flag", kind=int)
+    with pytest.raises(PayloadError, match=r"comment\.big is int, not an integer"):
+        require(payload, "comment", "big", kind=int)  # more than a BIGINT column holds
+    with pytest.raises(PayloadError, match=r"comment is dict, not a string or an array"):
+        require(payload, "comment", kind=(str, list))
+    with pytest.raises(PayloadError, match=r"comment\.body is null"):
+        require(payload, "comment", "body", kind=str)
+
+
+MUTANTS: list[Any] = [None, "7", 7, 1.5, True, [], {"x": 1}]
+
+
+def _paths(value: Any, path: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
+    """Every field of a payload (the first item of each array), containers included."""
+    if path:
+        yield path
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*path, key))
+    elif isinstance(value, list) and value:
+        yield from _paths(value[0], (*path, 0))
+
+
+def _mutated(payload: dict[str, Any], path: tuple[str | int, ...], value: Any) -> dict[str, Any]:
+    copy = json.loads(json.dumps(payload))
+    target = copy
+    for step in path[:-1]:
+        target = target[step]
+    target[path[-1]] = value
+    return copy
+
+
+def _kind_of(value: Any) -> str:
+    return "null" if value is None else type(value).__name__
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    return ".".join("*" if isinstance(step, int) else step for step in path)
+
+
+def test_signed_payloads_of_the_wrong_shape_are_answered_and_logged_in_one_line(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Every field of GitHub's example payloads, turned into each other JSON type, signed and
+    accepted by the real feature routers: 2xx or 4xx, never a traceback; where a handler
+    reads the field, exactly one warning naming the delivery and the field."""
+    from bot import alignment, commands
+    from bot.webhooks import SHAPES
+
+    engine = make_engine(f"sqlite:///{tmp_path / 'bot.db'}", sqlite_synchronous="NORMAL")
+    create_all(engine)
+    store = SqlDeliveryStore(engine)
+    router = WebhookRouter()
+    alignment.register(router)
+    commands.register(router)
+    caplog.set_level("INFO")
+    cases = 0
+    for example in REAL_EXAMPLES:
+        name = example.stem.split(".")[0]
+        original = json.loads(example.read_text())
+        # a real pull request comment, so that the commands handler reads everything
+        if name == "issue_comment":
+            original["issue"]["pull_request"] = {"url": "https://api.github.com/x"}
+            original["comment"]["body"] = "/help"
+        read = {**SHAPES["*"], **SHAPES.get(name, {})}
+        for index, path in enumerate(_paths(original)):
+            dotted = _dotted(path)
+            current = _kind_of(eval_path(original, path))
+            mutants = [m for m in MUTANTS if _kind_of(m) != current]
+            if dotted not in read and len(path) > 2:  # fields no handler reads: a sample
+                mutants = [mutants[index % len(mutants)]]
+            for value in mutants:
+                cases += 1
+                delivery = f"fuzz-{cases}"
+                body = json.dumps(_mutated(original, path, value)).encode()
+                caplog.clear()
+                result = accept(store, router, headers(body, event=name, delivery=delivery),
+                                body, secrets=[SECRET])
+                where = f"{example.stem}: {dotted} = {value!r}"
+                assert 200 <= result.status_code < 300 or 400 <= result.status_code < 500, where
+                assert not [r for r in caplog.records if r.exc_info or r.levelname == "ERROR"], \
+                    (where, caplog.text)
+                assert "Traceback" not in caplog.text, where
+                warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+                assert len(warnings) <= 1, (where, warnings)
+                event = Event(name, original.get("action"), delivery, original)
+                if dotted in read and value is not None and not is_kind(value, read[dotted]) \
+                        and router.handlers(event):
+                    assert len(warnings) == 1, where
+                    assert delivery in warnings[0] and dotted.split(".*")[0] in \
+                        warnings[0].replace("[0]", ""), (where, warnings)
+    assert cases > 3000
+    engine.dispose()
+
+
+def eval_path(payload: Any, path: tuple[str | int, ...]) -> Any:
+    for step in path:
+        payload = payload[step]
+    return payload

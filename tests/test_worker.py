@@ -1,24 +1,37 @@
-"""bot/worker.py: running handlers, failures, retries, supersede and restart recovery."""
+"""bot/worker.py: running handlers, failures, retries (backoff, rate limits, the horizon,
+give_up), supersede and restart recovery."""
 
 from __future__ import annotations
 
+import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, select, update
 
-from bot.models import create_all, make_engine
-from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.worker import JobSuperseded, TransientError, Worker, ensure_current
+from bot.github import FileTooLarge, RateLimited
+from bot.models import create_all, make_engine, transaction
+from bot.queue import JOBS, JobRecord, JobRequest, JobState, SqlJobQueue
+from bot.worker import (
+    JobSuperseded,
+    RetryPolicy,
+    TransientError,
+    Worker,
+    ensure_current,
+)
+
+FAST = RetryPolicy(horizon=60, base=0.01, cap=0.02, jitter=0)
 
 
 @pytest.fixture()
-def engine(tmp_path: Path) -> Iterator[Engine]:
-    engine = make_engine(f"sqlite:///{tmp_path / 'worker.db'}")
+def engine(database_url: str) -> Iterator[Engine]:
+    engine = make_engine(database_url)
     create_all(engine)
     yield engine
     engine.dispose()
@@ -62,39 +75,188 @@ def test_an_exception_fails_the_job_with_its_text(queue: SqlJobQueue) -> None:
     assert job.attempts == 1  # not retried
 
 
-def test_a_transient_exception_is_retried_once(queue: SqlJobQueue) -> None:
-    calls: list[int] = []
-
-    def flaky(job: JobRecord) -> dict[str, Any]:
-        calls.append(job.attempts)
-        raise TransientError("GitHub answered 502")
-
-    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
-    worker = Worker(queue, {"align": flaky})
-    assert worker.run_once()
-    assert state(queue, job_id).state is JobState.QUEUED
-    assert worker.run_once()
-    assert not worker.run_once()
-    job = state(queue, job_id)
-    assert (job.state, job.error, calls) == (
-        JobState.FAILED, "TransientError: GitHub answered 502", [1, 2],
-    )
+def run_until(worker: Worker, queue: SqlJobQueue, job_id: int, *states: JobState,
+              seconds: float = 10) -> JobRecord:
+    """Run the worker's jobs as they come due until ``job_id`` is in one of ``states``."""
+    deadline = time.monotonic() + seconds
+    while (job := state(queue, job_id)).state not in states:
+        assert time.monotonic() < deadline, f"job still {job.state} after {seconds} s"
+        if not worker.run_once():
+            time.sleep(0.01)
+    return job
 
 
-def test_a_transient_failure_then_success(queue: SqlJobQueue) -> None:
+def available_at(engine: Engine, job_id: int) -> datetime:
+    with transaction(engine) as conn:
+        value: datetime = conn.execute(
+            select(JOBS.c.available_at).where(JOBS.c.id == job_id)).scalar_one()
+    return value
+
+
+def make_due(engine: Engine, job_id: int) -> None:
+    with transaction(engine) as conn:
+        conn.execute(update(JOBS).where(JOBS.c.id == job_id)
+                     .values(available_at=datetime.now(UTC) - timedelta(seconds=1)))
+
+
+class Recording:
+    """A handler that raises what it is given, and records give_up calls."""
+
+    def __init__(self, queue: SqlJobQueue, *errors: Exception,
+                 give_up_error: Exception | None = None) -> None:
+        self.queue = queue
+        self.errors = list(errors)
+        self.calls: list[JobRecord] = []
+        self.gave_up: list[tuple[JobRecord, str]] = []
+        self.give_up_error = give_up_error
+
+    def __call__(self, job: JobRecord) -> dict[str, Any]:
+        self.calls.append(job)
+        if self.errors:
+            raise self.errors.pop(0)
+        return {"ok": True}
+
+    def give_up(self, job: JobRecord, reason: str) -> None:
+        assert state(self.queue, job.id).state is JobState.RUNNING  # before it is failed
+        self.gave_up.append((job, reason))
+        if self.give_up_error is not None:
+            raise self.give_up_error
+
+
+def test_transient_failures_are_retried_without_spending_attempts(queue: SqlJobQueue) -> None:
     class Timeout(Exception):
         transient = True
 
-    def once_flaky(job: JobRecord) -> dict[str, Any]:
-        if job.attempts == 1:
-            raise Timeout("read timed out")
-        return {"ok": True}
+    handler = Recording(queue, TransientError("GitHub answered 502"), Timeout("read timed out"))
+    job_id = queue.enqueue(JobRequest("align", "o/r#1", {"sha": "abc"}))
+    worker = Worker(queue, {"align": handler}, retry=FAST)
+    assert worker.run_once()
+    job = state(queue, job_id)
+    assert (job.state, job.attempts, job.retries) == (JobState.QUEUED, 0, 1)
+    assert job.error == "TransientError: GitHub answered 502"
+    job = run_until(worker, queue, job_id, JobState.DONE)
+    assert (job.attempts, job.retries, job.result) == (1, 2, {"ok": True})
+    assert [call.attempts for call in handler.calls] == [1, 1, 1]
+    assert [call.payload for call in handler.calls] == [{"sha": "abc"}] * 3
+    assert handler.calls[2].first_failure_at == handler.calls[1].first_failure_at is not None
+    assert handler.gave_up == []
 
+
+def test_backoff_grows_with_jitter_within_bounds() -> None:
+    policy = RetryPolicy(base=2, cap=60, jitter=0.25)
+    rng = random.Random(7)
+    for failures in range(1, 12):
+        nominal = min(60, 2 * 2 ** (failures - 1))
+        delays = [policy.delay(failures, rng) for _ in range(200)]
+        assert all(0.75 * nominal <= d <= 1.25 * nominal for d in delays)
+        assert max(delays) - min(delays) > 0.3 * nominal  # jittered, not one value
+    assert RetryPolicy(base=2, cap=60, jitter=0).delay(3, rng) == 8
+    with pytest.raises(ValueError):
+        RetryPolicy(jitter=1)
+
+
+def test_the_worker_backs_off_exponentially(engine: Engine, queue: SqlJobQueue) -> None:
+    policy = RetryPolicy(horizon=3600, base=10, cap=80, jitter=0.25)
+    handler = Recording(queue, *(TransientError(f"503 #{n}") for n in range(6)))
     job_id = queue.enqueue(JobRequest("align", "o/r#1"))
-    worker = Worker(queue, {"align": once_flaky})
-    while worker.run_once():
-        pass
-    assert state(queue, job_id).state is JobState.DONE
+    worker = Worker(queue, {"align": handler}, retry=policy, rng=random.Random(3))
+    waits = []
+    for _ in range(6):
+        assert worker.run_once()
+        before = datetime.now(UTC)
+        waits.append((available_at(engine, job_id) - before).total_seconds())
+        assert not worker.run_once()  # not due yet
+        make_due(engine, job_id)
+    for wait, nominal in zip(waits, [10, 20, 40, 80, 80, 80], strict=True):
+        assert 0.75 * nominal - 1 <= wait <= 1.25 * nominal
+    assert state(queue, job_id).attempts == 0 and state(queue, job_id).retries == 6
+
+
+def test_past_the_horizon_the_job_gives_up_once(queue: SqlJobQueue,
+                                                 caplog: pytest.LogCaptureFixture) -> None:
+    policy = RetryPolicy(horizon=0.3, base=0.05, cap=0.1, jitter=0)
+    handler = Recording(queue, *(TransientError("GitHub did not answer") for _ in range(100)))
+    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
+    worker = Worker(queue, {"align": handler}, retry=policy)
+    started = time.monotonic()
+    with caplog.at_level(logging.INFO, logger="bot.worker"):
+        job = run_until(worker, queue, job_id, JobState.FAILED)
+    assert 0.3 <= time.monotonic() - started < 5
+    assert len(handler.calls) >= 3 and job.attempts == 1  # the crash guard is untouched
+    ((given, reason),) = handler.gave_up
+    assert given.id == job_id and given.retries == len(handler.calls) - 1
+    assert reason.startswith(f"gave up after {len(handler.calls)} tries over ")
+    assert reason.endswith("(retry horizon 0.3 s): TransientError: GitHub did not answer")
+    assert job.error == reason
+    assert not worker.run_once()  # failed for good
+    failed = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert [r.getMessage() for r in failed] == [f"job {job_id} (align o/r#1): failed: {reason}"]
+    assert all(r.exc_info is None for r in caplog.records)  # no traceback
+
+
+def test_a_rate_limit_reschedules_at_its_reset(engine: Engine, queue: SqlJobQueue,
+                                               caplog: pytest.LogCaptureFixture) -> None:
+    reset = datetime.now(UTC) + timedelta(minutes=30)
+    handler = Recording(queue, RateLimited("GitHub rate limit (403)", reset))
+    policy = RetryPolicy(horizon=0, rate_limit_jitter=4)  # a rate limit is not a failure
+    job_id = queue.enqueue(JobRequest("align", "o/r#1", {"sha": "abc"}))
+    worker = Worker(queue, {"align": handler}, retry=policy)
+    with caplog.at_level(logging.INFO, logger="bot.worker"):
+        assert worker.run_once()
+    job = state(queue, job_id)
+    assert (job.state, job.attempts, job.retries, job.first_failure_at) == (
+        JobState.QUEUED, 0, 0, None)
+    assert job.error == "RateLimited: GitHub rate limit (403)"
+    assert reset <= available_at(engine, job_id) <= reset + timedelta(seconds=4)
+    assert not worker.run_once()  # not before the reset
+    (line,) = caplog.records
+    assert line.levelno == logging.WARNING and line.exc_info is None
+    assert "rate limited, rescheduled in" in line.getMessage()
+    make_due(engine, job_id)
+    job = run_until(worker, queue, job_id, JobState.DONE)
+    assert job.attempts == 1 and handler.gave_up == []
+
+
+def test_a_non_transient_failure_gives_up_at_once(queue: SqlJobQueue,
+                                                  caplog: pytest.LogCaptureFixture) -> None:
+    handler = Recording(queue, ValueError("no ops to check"),
+                        give_up_error=RuntimeError("GitHub is down too"))
+    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
+    with caplog.at_level(logging.INFO, logger="bot.worker"):
+        assert Worker(queue, {"align": handler}, retry=FAST).run_once()
+    job = state(queue, job_id)
+    assert (job.state, job.error) == (JobState.FAILED, "ValueError: no ops to check")
+    assert [reason for _, reason in handler.gave_up] == ["ValueError: no ops to check"]
+    give_up_line, failed_line = caplog.records
+    assert give_up_line.getMessage() == (
+        f"job {job_id} (align o/r#1): give_up failed: RuntimeError: GitHub is down too")
+    assert give_up_line.exc_info is None
+    assert failed_line.exc_info is not None  # a bug keeps its traceback
+
+
+def test_an_expected_error_is_logged_without_a_traceback(queue: SqlJobQueue,
+                                                          caplog: pytest.LogCaptureFixture
+                                                          ) -> None:
+    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
+    handler = Recording(queue, FileTooLarge(".github/alignbot.yml", 2_000_000))
+    with caplog.at_level(logging.INFO, logger="bot.worker"):
+        Worker(queue, {"align": handler}).run_once()
+    assert state(queue, job_id).state is JobState.FAILED and len(handler.gave_up) == 1
+    (line,) = caplog.records
+    assert line.exc_info is None and "is too large" in line.getMessage()
+
+
+def test_a_superseded_job_does_not_give_up(queue: SqlJobQueue) -> None:
+    handler = Recording(queue)
+
+    def pushed_then_failed(job: JobRecord) -> dict[str, Any]:
+        queue.enqueue(JobRequest("align", job.key, {"sha": "new"}, supersede=True))
+        raise ValueError("stale")
+
+    pushed_then_failed.give_up = handler.give_up  # type: ignore[attr-defined]
+    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
+    Worker(queue, {"align": pushed_then_failed}).run_once()
+    assert state(queue, job_id).state is JobState.SUPERSEDED and handler.gave_up == []
 
 
 def test_a_result_that_is_not_json_fails_the_job(queue: SqlJobQueue) -> None:

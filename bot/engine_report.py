@@ -1,0 +1,171 @@
+"""The engine's JSON report as a strict model: the sandbox's output is untrusted input."""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
+
+from checks.findings import Kind
+from checks.markdown import Trusted, visible
+from checks.report import REPORT_VERSION
+from checks.triage import Verdict
+from checks.upstream import new_issue_url
+
+MAX_FINDINGS = 1000
+MAX_SPECS = 10_000
+MAX_ORACLES = 32
+MAX_COUNT = 10**9
+MAX_SEED = 2**63 - 1
+
+Name = Annotated[str, StringConstraints(max_length=300)]  # a spec, op, observation or node
+Line = Annotated[str, StringConstraints(max_length=10_000)]  # a reason, claim or title
+Message = Annotated[str, StringConstraints(max_length=100_000)]
+Script = Annotated[str, StringConstraints(max_length=1_000_000)]  # a repro, its output, a draft
+Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{12}$")]
+Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
+# a float the engine wrote as repr() because JSON has no inf or nan (checks/report.py _finite)
+Measure = float | Literal["inf", "-inf", "nan"]
+Side = Literal["reference", "candidate", "both", "neither", "no result"]
+_TRACKER = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+
+
+class Evidence(_Strict):
+    """Why triage gave its verdict (checks/triage.py, checks/minimize.py)."""
+
+    oracles: dict[Name, Side] = Field(default_factory=dict, max_length=MAX_ORACLES)
+    claim: Line | None = None
+    expected: Line | None = None
+    reference_rmse_vs_float64: Measure | None = None
+    candidate_rmse_vs_float64: Measure | None = None
+    multiplier: Measure | None = None
+    floor: Measure | None = None
+    float64: Literal["reference", "candidate", "neither"] | None = None
+    spec_declares_invalid_input: bool | None = None
+    third_frameworks_raise: list[bool] | None = Field(default=None, max_length=MAX_ORACLES)
+    no_draft: Line | None = None
+
+
+class Shrink(_Strict):
+    calls: Count
+    seconds: Annotated[float, Field(ge=0)] | None = None
+
+
+class EngineFinding(_Strict):
+    """One finding as ``Finding.to_json`` writes it, with what minimizing adds (all optional:
+    ``--no-minimize`` leaves them out)."""
+
+    fingerprint: Fingerprint
+    kind: Kind
+    op: Name
+    spec: Name
+    message: Message
+    count: Annotated[int, Field(ge=1, le=MAX_COUNT)]
+    observation: Name
+    node: Name
+    program: dict[str, Any]
+    max_abs: Measure | None = None
+    max_rel: Measure | None = None
+    repro: Script | None = None
+    repro_verified: bool | None = None
+    repro_output: Script | None = None
+    repro_program: dict[str, Any] | None = None
+    repro_reference_only: Script | None = None
+    repro_reference_only_verified: bool | None = None
+    verdict: Verdict | None = None
+    verdict_reason: Line | None = None
+    evidence: Evidence | None = None
+    upstream_draft: Script | None = None
+    upstream_title: Line | None = None
+    upstream_url: Annotated[str, StringConstraints(max_length=10_000)] | None = None
+    shrink: Shrink | None = None
+    minimize_error: Line | None = None  # why minimizing this finding failed
+
+
+class EngineReport(_Strict):
+    """The whole report, as checks/report.py ``to_json`` writes it."""
+
+    report_version: Annotated[int, Field(ge=1, le=REPORT_VERSION)]
+    reference: Name
+    candidate: Script
+    seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
+    specs_run: Annotated[int, Field(ge=0, le=MAX_SPECS)]
+    specs: list[Name] = Field(max_length=MAX_SPECS)
+    programs_run: Count
+    complete: bool = True  # False: the run was interrupted, findings so far
+    findings: list[EngineFinding] = Field(max_length=MAX_FINDINGS)
+
+    def dump(self) -> dict[str, Any]:
+        """JSON data for the job's result (read again by ``latest_report``)."""
+        return self.model_dump(mode="json")
+
+
+def empty_report(seed: int = 0) -> EngineReport:
+    """The report of a check that had no spec to run."""
+    return EngineReport(report_version=REPORT_VERSION, reference="-", candidate="-", seed=seed,
+                        specs_run=0, specs=[], programs_run=0, findings=[])
+
+
+class InvalidReport(ValueError):
+    """The report did not match the model; ``str()`` is the first problem, in one line."""
+
+
+def parse_report(data: Any) -> EngineReport:
+    """The report the sandbox read, validated; InvalidReport names the first problem."""
+    try:
+        text = json.dumps(data, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidReport(f"not plain JSON ({type(exc).__name__})") from exc
+    try:
+        return EngineReport.model_validate_json(text)
+    except ValidationError as exc:
+        raise InvalidReport(first_problem(exc)) from exc
+
+
+def first_problem(error: ValidationError) -> str:
+    """``findings.0.kind: Input should be …``, without the offending value, names cut short."""
+    problem = error.errors(include_url=False, include_input=False)[0]
+    where = ".".join(visible(str(part))[:40] for part in problem["loc"]) or "the report"
+    return " ".join(f"{where}: {problem['msg']}".split())[:300]
+
+
+def valid_tracker(tracker: str) -> bool:
+    return _TRACKER.fullmatch(tracker) is not None and ".." not in tracker
+
+
+def new_issue_link(tracker: str, finding: EngineFinding) -> Trusted | None:
+    """The prefilled new-issue link for ``finding``'s upstream draft, built from the bot's own
+    configuration (the tracker) and the draft's title and body, URL-encoded and cut to fit;
+    never the report's ``upstream_url``. None without a draft or a valid tracker."""
+    if not finding.upstream_draft or not valid_tracker(tracker):
+        return None
+    title = " ".join(visible(finding.upstream_title or f"{finding.kind} at {finding.op}")
+                     .split())[:200]
+    return Trusted(new_issue_url(tracker, title, visible(finding.upstream_draft)))
+
+
+def stored_findings(report: Any) -> list[dict[str, Any]] | None:
+    """The findings of a report kept in a job's result, validated again (a job recorded
+    before validation existed may hold anything), as JSON data; None if it is not valid."""
+    try:
+        return [f.model_dump(mode="json") for f in parse_report(report).findings]
+    except InvalidReport:
+        return None
+
+
+def checked_finding(finding: dict[str, Any], tracker: str) -> dict[str, Any]:
+    """``finding`` (JSON data) without the report's own ``upstream_url`` and with
+    ``new_issue_link``, the prefilled link the bot builds itself (:func:`new_issue_link`)."""
+    try:
+        parsed: EngineFinding | None = EngineFinding.model_validate_json(
+            json.dumps(finding, allow_nan=False))
+    except (TypeError, ValueError, RecursionError):  # ValidationError is a ValueError
+        parsed = None
+    link = new_issue_link(tracker, parsed) if parsed is not None else None
+    return {**finding, "upstream_url": None, "new_issue_link": link}

@@ -1,0 +1,160 @@
+"""GitHub's faults end to end, through `alignbot serve` and the GitHub test server: a rate limit
+longer than the wait bound, an outage, an outage past the retry horizon, and a configuration
+file GitHub will not serve. Webhook in, what GitHub saw out, and the service's log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from service import NUMBER, OWNER, REPO, Service, completed
+
+from bot import alignment
+from bot.demo import ROOT, _files, _patch, _sha, seed, wait_for
+from bot.models import make_engine
+from bot.queue import JobRecord, JobState, SqlJobQueue
+
+BUGGY = ROOT / "examples" / "pull-request" / "fastops.py"
+CONFIG = ".github/alignbot.yml"
+TIMEOUT = 300
+# Rate limits over 1 s are not waited out; retries start at 0.5 s and wait at most 2 s.
+FAST = {"ALIGNBOT_GITHUB_MAX_WAIT": "1", "ALIGNBOT_GITHUB_RETRY_BASE": "0.5",
+        "ALIGNBOT_GITHUB_RETRY_CAP": "2"}
+
+
+def align_jobs(service: Service) -> list[JobRecord]:
+    """The service's align jobs, read from its database."""
+    engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
+    try:
+        return SqlJobQueue(engine).list(kind=alignment.JOB_KIND)
+    finally:
+        engine.dispose()
+
+
+def finished(service: Service) -> bool:
+    jobs = align_jobs(service)
+    return bool(jobs) and jobs[-1].state in (JobState.DONE, JobState.FAILED)
+
+
+def posted_or_failed(github: Any, service: Service, head: str) -> bool:
+    """The check run and comment are out, or the job failed (then the test fails at once)."""
+    jobs = align_jobs(service)
+    return completed(github, head) or (bool(jobs) and jobs[-1].state is JobState.FAILED)
+
+
+def open_pull(github: Any, service: Service) -> str:
+    """Pull request #1 as in the demo, delivered as opened; its head sha."""
+    _, head = seed(github, BUGGY)
+    return deliver_opened(github, service, head)
+
+
+def deliver_opened(github: Any, service: Service, head: str) -> str:
+    reply = service.deliver(github, "pull_request",
+                            github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER))
+    assert reply.status_code == 202, reply.text
+    return head
+
+
+def assert_no_traceback(service: Service) -> None:
+    log = service.log_text()
+    assert "Traceback" not in log, log[log.index("Traceback") - 2000:][:6000]
+
+
+def test_a_rate_limit_longer_than_the_wait_bound_reschedules_the_job(
+        github_server: Any, make_service: Any) -> None:
+    github = github_server
+    service = make_service(**FAST, ALIGNBOT_GITHUB_RETRY_HORIZON="60")
+    # the check run's completion is refused for 5 s, five times the 1 s the service may wait
+    github.secondary_rate_limit(r"/check-runs/\d+$", count=1, retry_after=5, method="PATCH")
+    head = open_pull(github, service)
+    wait_for(lambda: posted_or_failed(github, service, head), TIMEOUT,
+             "the check run after the rate limit")
+
+    assert completed(github, head), align_jobs(service)[-1].error
+    (run,) = github.check_runs_for(OWNER, REPO, head)  # the rerun found the same check run
+    assert run.status == "completed" and run.conclusion == "failure"
+    assert github.count("POST", r"/check-runs$") == 1
+    assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
+    patches = [status for method, path, status in github.requests
+               if method == "PATCH" and "/check-runs/" in path]
+    assert patches[0] == 403 and patches[-1] == 200
+    (job,) = align_jobs(service)
+    assert (job.state, job.attempts, job.retries) == (JobState.DONE, 1, 0)
+    log = service.log_text()
+    assert f"job {job.id} (align {OWNER}/{REPO}#{NUMBER}): rate limited, rescheduled in" in log
+    assert_no_traceback(service)
+
+
+def test_an_outage_of_the_whole_api_is_retried_until_it_ends(
+        github_server: Any, make_service: Any) -> None:
+    github = github_server
+    service = make_service(**FAST, ALIGNBOT_GITHUB_RETRY_HORIZON="120")
+    _, head = seed(github, BUGGY)
+    # longer than PyGithub's own retries (about 15 s) twice over: the worker must retry
+    github.outage(".", seconds=40, status=503)
+    deliver_opened(github, service, head)
+    wait_for(lambda: posted_or_failed(github, service, head), TIMEOUT,
+             "the check run after the outage")
+
+    assert completed(github, head), align_jobs(service)[-1].error
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    assert run.status == "completed" and run.conclusion == "failure"
+    assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
+    assert github.count(None, ".") > 0 and any(s == 503 for _, _, s in github.requests)
+    (job,) = align_jobs(service)
+    assert job.state is JobState.DONE and job.attempts == 1 and job.retries >= 2
+    assert "transient failure 2, retry in" in service.log_text()
+    assert_no_traceback(service)
+
+
+def test_an_outage_past_the_retry_horizon_gives_up_once(
+        github_server: Any, make_service: Any) -> None:
+    github = github_server
+    service = make_service(**FAST, ALIGNBOT_GITHUB_RETRY_HORIZON="3")
+    github.outage(r"^/_codeload/", seconds=600, status=502)  # the archive host is down
+    head = open_pull(github, service)
+    wait_for(lambda: finished(service), TIMEOUT, "the job to give up")
+
+    (job,) = align_jobs(service)
+    assert job.state is JobState.FAILED and job.error is not None
+    assert job.error.startswith("gave up after ") and "(retry horizon 3 s)" in job.error
+    assert "TransientError" in job.error and "502" in job.error
+    log = service.log_text()
+    prefix = f"job {job.id} (align {OWNER}/{REPO}#{NUMBER}): failed: gave up after "
+    assert log.count(prefix) == 1
+    assert_no_traceback(service)
+    if not hasattr(alignment.AlignmentJob, "give_up"):
+        pytest.skip("bot/alignment.py has no give_up yet: the check run stays in progress")
+    (run,) = github.check_runs_for(OWNER, REPO, head)  # created before the download failed
+    assert run.status == "completed" and run.conclusion == "failure"
+
+
+def test_a_config_over_1_mb_fails_the_check_without_crashing(
+        github_server: Any, make_service: Any) -> None:
+    github = github_server
+    service = make_service()
+    seed(github, BUGGY)
+    base = _files(ROOT / "examples" / "fastops")
+    tree = {**base, "fastops.py": BUGGY.read_bytes(),
+            CONFIG: base[CONFIG] + b"# padding\n" * 110_000}
+    assert len(tree[CONFIG]) > 1024 * 1024
+    head = _sha(tree)
+    github.push(OWNER, REPO, NUMBER, head, tree=tree, files=[
+        {"filename": "fastops.py", "status": "modified",
+         "patch": _patch("fastops.py", base["fastops.py"], tree["fastops.py"])}])
+    deliver_opened(github, service, head)
+    wait_for(lambda: finished(service), TIMEOUT, "the job")
+
+    assert any(status == 403 for method, path, status in github.requests
+               if path.endswith("/contents/" + CONFIG))  # GitHub refused it as too large
+    assert_no_traceback(service)
+    (job,) = align_jobs(service)
+    runs = github.check_runs_for(OWNER, REPO, head)
+    if not runs:  # the alignment code does not turn it into a check run (yet): a clean failure
+        assert job.state is JobState.FAILED and job.error is not None
+        assert job.error.startswith("FileTooLarge: .github/alignbot.yml is too large")
+        return
+    (run,) = runs
+    assert run.status == "completed" and run.conclusion == "failure"
+    text = " ".join(str(run.output.get(key) or "") for key in ("title", "summary", "text"))
+    assert "1 MB" in text and CONFIG in text
