@@ -54,6 +54,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.orm import Mapped, mapped_column
 
+from checks.markdown import Trusted
 from checks.report import environment
 
 from .alignment import JOB_KIND as ALIGN_KIND
@@ -992,7 +993,9 @@ class CommandJob:
             return int(answered[0].reply_id)
         marker = reply_marker(request.source, request.source_id)
         body = fit(environment().get_template("command_reply.md.j2").render(
-            marker=marker, parts=[row.reply_body for row in answered]), COMMENT_LIMIT, None)
+            # each part was rendered by a strict template when the line was decided
+            marker=marker, parts=[Trusted(row.reply_body) for row in answered]),
+            COMMENT_LIMIT, None)
         reply = request.find_reply()
         if reply is None:
             reply_id = int(request.pr.create_issue_comment(body).id)

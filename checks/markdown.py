@@ -116,6 +116,28 @@ def link(value: Any) -> Trusted:
     return Trusted(value if _LINK.fullmatch(value) else "#")
 
 
+_LOGIN_MENTION = re.compile(r"@[A-Za-z0-9](?:[A-Za-z0-9]|-(?=[A-Za-z0-9])){0,38}"
+                            r"(?:/[A-Za-z0-9][A-Za-z0-9_.-]{0,99})?")
+
+
+def mentions(values: Any) -> Trusted:
+    """Live ``@login`` / ``@org/team`` mentions, space-separated: the only pings the bot
+    writes on purpose (a reminder to the people a pull request waits on). Anything that is not
+    exactly one GitHub login or team is refused."""
+    names = [str(value) for value in values]
+    for name in names:
+        if _LOGIN_MENTION.fullmatch(name) is None:
+            raise ValueError(f"not a GitHub login or team: {name[:60]!r}")
+    return Trusted(" ".join(names))
+
+
+def static(value: Any) -> Trusted:
+    """The output of a macro of templates/ (its text is the template's own, and whatever it
+    prints went through :func:`finalize`). Only for ``{{ macro(...) | static }}``: a test
+    keeps it off any other value."""
+    return Trusted(str(value))
+
+
 def finalize(value: Any) -> Trusted:
     """What a template that shows untrusted data may print: :class:`Trusted` text as it is,
     numbers, and any other string only as defused one-line :func:`text`."""

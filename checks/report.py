@@ -14,12 +14,13 @@ from . import markdown
 from .engine import CheckResult
 
 REPORT_VERSION = 1
-# Templates that show what came out of the sandbox, where the pull request's code ran and could
-# write the report: every value they print goes through :func:`checks.markdown.finalize`, so a
-# value a template forgets to filter is defused rather than posted raw.
-UNTRUSTED_TEMPLATES = frozenset({
-    "pr_comment.md.j2", "check_run_summary.md.j2", "check_run_text.md.j2",
-    "command_repro.md.j2", "command_upstream.md.j2", "command_upstream_issue.md.j2"})
+# The engine's own documents: a local report, Python repro scripts and the upstream draft
+# (Markdown that the bot later shows only inside a code block). Every other template is text
+# the bot posts on GitHub, and every value it prints goes through
+# :func:`checks.markdown.finalize`: a value a template forgets to filter is defused rather
+# than posted raw, and a new template is covered without anyone listing it.
+ENGINE_TEMPLATES = frozenset({"report.md.j2", "repro.py.j2", "repro_reference.py.j2",
+                              "upstream_issue.md.j2"})
 
 
 def templates_dir() -> Path:
@@ -29,12 +30,12 @@ def templates_dir() -> Path:
 
 
 def environment(untrusted: bool = False) -> jinja2.Environment:
-    """The templates; ``untrusted``: every template is treated as one of
-    ``UNTRUSTED_TEMPLATES`` (for templates from strings)."""
+    """The templates; every one but ``ENGINE_TEMPLATES`` prints only filtered or trusted
+    values (``untrusted``: templates from strings too)."""
 
     @jinja2.pass_context
     def finalize(context: jinja2.runtime.Context, value: Any) -> Any:
-        if untrusted or context.name in UNTRUSTED_TEMPLATES:
+        if untrusted or context.name not in ENGINE_TEMPLATES:
             return markdown.finalize(value)
         return value
 
@@ -48,6 +49,8 @@ def environment(untrusted: bool = False) -> jinja2.Environment:
     env.filters["cell"] = markdown.cell
     env.filters["marker"] = markdown.marker
     env.filters["link"] = markdown.link
+    env.filters["mentions"] = markdown.mentions
+    env.filters["static"] = markdown.static
     return env
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jinja2
 import pytest
 from github import GithubException
 from github_server import GitHubServer
@@ -48,7 +49,7 @@ from bot.output import (
 )
 from bot.queue import JobState, SqlJobQueue
 from checks.markdown import ZWSP, Trusted, link, marker
-from checks.report import UNTRUSTED_TEMPLATES, environment
+from checks.report import ENGINE_TEMPLATES, environment, templates_dir
 
 HEAD = "e" * 40
 CUT_NOTE = "**Cut here:**"
@@ -502,11 +503,21 @@ def test_a_template_that_forgets_a_filter_still_posts_defused_text() -> None:
     for bad in (None, True, {"a": 1}, ["x"]):
         with pytest.raises(TypeError):
             env.from_string("{{ value }}").render(value=bad)
-    # the templates that show report data are strict by name; the engine's own are not
-    posted = {"pr_comment.md.j2", "check_run_summary.md.j2", "check_run_text.md.j2",
-              "command_repro.md.j2", "command_upstream.md.j2", "command_upstream_issue.md.j2"}
-    assert posted <= UNTRUSTED_TEMPLATES
-    assert environment().from_string("{{ value }}").render(value="@a") == "@a"
+    # deny by default: every template is strict but the engine's own documents
+    assert environment().from_string("{{ value }}").render(value="@a") != "@a"
+    names = {p.name for p in templates_dir().glob("*.j2")}
+    assert names > ENGINE_TEMPLATES
+    macros = {m for name in names
+              for m in re.findall(r"{%-? macro (\w+)\(", (templates_dir() / name).read_text())}
+    for name in names:  # `static` trusts a macro's output, and nothing else
+        for value in re.findall(r"{{-?\s*(.*?)\s*\|\s*static\b",
+                                (templates_dir() / name).read_text()):
+            assert re.fullmatch(r"(\w+)\([^()]*\)", value)[1] in macros, (name, value)
+    env = environment()  # each name, with a body that prints a raw string
+    env.loader = jinja2.DictLoader({name: "{{ value }}" for name in names})
+    for name in names:
+        out = env.get_template(name).render(value="@octocat <b>")
+        assert (out == "@octocat <b>") == (name in ENGINE_TEMPLATES), name
 
 
 @pytest.mark.parametrize("value", [
