@@ -85,14 +85,21 @@ def outcome_finding(spec: Spec, program: Program, outcome: RunOutcome) -> Findin
     """A finding for a worker that crashed or hung, named by the node it was running."""
     nodes = program["nodes"]
     index = outcome.node_index
+    key = ""
     if 0 <= index < len(nodes):
         op, node = nodes[index].get("target", "input"), nodes[index]["id"]
+    elif len(nodes) < index <= 2 * len(nodes):  # in the backward node of call index-len-1
+        call = nodes[index - len(nodes) - 1]
+        op, node, key = call.get("target", "input"), call["id"], "backward"
     elif index >= len(nodes):
-        op, node = BACKWARD_OP, ""
+        op, node, key = BACKWARD_OP, "", "backward"
     else:
         op, node = "worker", ""
     kind = Kind.CANDIDATE_TIMEOUT if outcome.died == "timeout" else Kind.CANDIDATE_CRASH
-    return Finding(kind, op, spec.name, outcome.detail, program, node=node)
+    detail = outcome.detail
+    if key and node:
+        detail = f"in the backward of {op} ({node}): {detail}"
+    return Finding(kind, op, spec.name, detail, program, key=key, node=node)
 
 
 def evaluate(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,

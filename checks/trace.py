@@ -10,7 +10,9 @@ from typing import Any
 
 from .dsl import NOTHING, DrawContext, Generator, resolve
 from .runtime.replay import (
+    BackwardTracker,
     Hooks,
+    backward_error,
     bind_result,
     module_tensors,
     observe_finals,
@@ -53,6 +55,7 @@ class Tracer:
         self.observations: dict[str, dict[str, Any]] = {}
         self.raised: BaseException | None = None
         self.hooks = Hooks()
+        self.tracker = BackwardTracker(torch)
         ctx.tracer = self
 
     def _new_id(self) -> str:
@@ -93,6 +96,7 @@ class Tracer:
                              for k, t in module_tensors(result).items()}
         bind_result(self.torch, node["id"], result, self.values)
         self.observations.update(observe_result(self.torch, node, result, self.values))
+        self.tracker.watch(node, result)
         return self.wrap(node["id"], result, module_path or target)
 
     def _inplace_module(self, op: str, args: list[Any]) -> bool:
@@ -166,9 +170,11 @@ class Tracer:
                           for i in range(len(out_ids))],
                 "wrt": leaves or intermediates, "intermediates": intermediates if leaves else []}
         try:
-            self.observations.update(run_backward(self.torch, {"backward": plan}, self.values))
+            self.observations.update(run_backward(self.torch, {"backward": plan}, self.values,
+                                                  tracker=self.tracker))
         except Exception as exc:
-            self.observations["backward"] = observe_error(exc)
+            self.observations["backward"] = backward_error(exc, self.tracker)
+        self.observations.update(self.tracker.observations())
         return plan
 
     def _differentiable(self, value: Any) -> bool:

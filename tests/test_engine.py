@@ -20,6 +20,7 @@ EXPECTED = {
     "silu_missing": (Kind.MISSING_API, "torch.nn.functional.silu"),
     "elu_crash": (Kind.CANDIDATE_CRASH, "torch.nn.functional.elu"),
     "selu_hang": (Kind.CANDIDATE_TIMEOUT, "torch.nn.functional.selu"),
+    "hardtanh_backward_raises": (Kind.CANDIDATE_ERROR, "torch.nn.functional.hardtanh"),
 }
 UNTOUCHED = ("matmul_clean", "batchnorm_clean", "conv2d_clean")
 
@@ -73,6 +74,48 @@ def test_grad_mismatch_message_names_the_gradient(planted_run: Any) -> None:
     grad = next(f for f in result.findings if f.kind is Kind.GRAD)
     assert grad.key.startswith("grad:")
     assert "greatest absolute difference" in grad.message
+
+
+def test_a_backward_that_raises_is_named_by_its_call(planted_run: Any) -> None:
+    result, _ = planted_run
+    finding = next(f for f in result.findings if f.spec.endswith(".hardtanh_backward_raises"))
+    hardtanh = next(n for n in finding.program["nodes"]
+                    if n.get("target") == "torch.nn.functional.hardtanh")
+    assert finding.key == "backward" and finding.node == hardtanh["id"]
+    assert finding.node != finding.program["nodes"][-1]["id"]  # the call after it ran first
+    assert finding.message.startswith("the backward of torch.nn.functional.hardtanh (")
+    assert "RuntimeError: planted: hardtanh has no backward on the candidate" in finding.message
+    assert finding.count == 4
+
+
+def test_a_wrong_gradient_is_still_blamed_on_the_call_that_computed_it(planted_run: Any
+                                                                       ) -> None:
+    result, _ = planted_run
+    finding = next(f for f in result.findings if f.spec.endswith(".tanh_backward"))
+    nodes = finding.program["nodes"]
+    assert finding.node == next(n["id"] for n in nodes if n.get("target") == "torch.tanh")
+    assert finding.key == f"grad:{nodes[0]['id']}"
+
+
+def test_a_crash_in_a_backward_names_the_call(make_candidate: Any) -> None:
+    from checks.spec import Spec
+
+    def spec_fn(torch: Any) -> Any:
+        from checks import random_tensor
+
+        return torch.exp(torch.tanh(random_tensor(ndim=1))) * 2
+
+    prelude = ("import os, torch\n"
+               "class Tanh(torch.autograd.Function):\n"
+               "    forward = staticmethod(lambda ctx, x: x.detach().tanh())\n"
+               "    backward = staticmethod(lambda ctx, g: os.abort())\n"
+               "torch.tanh = Tanh.apply\n")
+    result = check([Spec(name="t.crash", fn=spec_fn, n=2)], make_candidate(prelude), seed=1)
+    (finding,) = result.findings
+    tanh = next(n["id"] for n in finding.program["nodes"] if n.get("target") == "torch.tanh")
+    assert (finding.kind, finding.op, finding.node, finding.key) == (
+        Kind.CANDIDATE_CRASH, "torch.tanh", tanh, "backward")
+    assert finding.message.startswith(f"in the backward of torch.tanh ({tanh}): ")
 
 
 def test_reference_exception_is_aligned_not_skipped(planted_specs: dict[str, Any],

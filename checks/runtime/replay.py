@@ -7,11 +7,14 @@ so both sides build inputs and take observations with one piece of code.
 Observation keys: ``v3`` (a node's result), ``v3.0`` (an element of a tuple result),
 ``v3!self`` (the mutated argument of an in-place call), ``v3!state.running_mean`` (a module's
 buffer after a call), ``final:v0`` (an input at the end of the program), ``grad:v0`` /
-``grad:v2:weight`` (gradients).
+``grad:v2:weight`` (gradients), ``autograd`` (what :class:`BackwardTracker` saw of each call's
+backward node). When the backward raises, the ``backward`` error names the call whose backward
+node was running (``node``) and that node's class (``grad_fn``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from collections.abc import Callable
 from typing import Any
@@ -60,6 +63,83 @@ class Hooks:
     def callable_for(self, target: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         fn = self.overrides.get(target, fn)
         return self.wrap(target, fn) if self.wrap is not None else fn
+
+
+AUTOGRAD_KEY = "autograd"
+
+
+class BackwardTracker:
+    """Hooks on the backward node (``grad_fn``) of each call's results: which call's backward
+    was running when the backward raised, and the gradients flowing into and out of each
+    call's node during the first backward pass. Every hook is optional: a framework whose
+    tensors have no ``grad_fn``, or whose nodes have no ``register_prehook`` /
+    ``register_hook``, simply yields no data."""
+
+    def __init__(self, torch: Any, on_enter: Callable[[str], None] | None = None) -> None:
+        self.torch = torch
+        self.on_enter = on_enter
+        self._owner: dict[int, str] = {}  # id(grad_fn) -> call id
+        self._nodes: list[Any] = []  # keeps the hooked nodes (and their ids) alive
+        self.entered: list[str] = []  # call ids, in the order their node started
+        self.calls: dict[str, dict[str, Any]] = {}
+        self.recording = False
+
+    def watch(self, node: dict[str, Any], result: Any) -> None:
+        """Hook the backward nodes of a call's results, right after the call ran (a later
+        in-place call gives the same tensor another node)."""
+        if node["op"] in ("input", "module", "getattr"):
+            return
+        items = result if isinstance(result, (tuple, list)) else [result]
+        for item in items:
+            if not is_tensor(self.torch, item):
+                continue
+            try:
+                grad_fn = getattr(item, "grad_fn", None)
+            except Exception:
+                continue
+            if grad_fn is None or id(grad_fn) in self._owner:
+                continue
+            self._owner[id(grad_fn)] = node["id"]
+            self._nodes.append(grad_fn)
+            self._hook(node["id"], grad_fn)
+
+    def _hook(self, call_id: str, grad_fn: Any) -> None:
+        name = type(grad_fn).__name__
+        prehook = getattr(grad_fn, "register_prehook", None)
+        if callable(prehook):
+            def enter(grad_outputs: Any) -> None:
+                self.entered.append(call_id)
+                if self.on_enter is not None:
+                    self.on_enter(call_id)
+
+            with contextlib.suppress(Exception):
+                prehook(enter)
+        posthook = getattr(grad_fn, "register_hook", None)
+        if callable(posthook):
+            def leave(grad_inputs: Any, grad_outputs: Any) -> None:
+                if not self.recording or call_id in self.calls:
+                    return
+                with contextlib.suppress(Exception):  # an observation never breaks backward
+                    self.calls[call_id] = {"fn": name,
+                                           "out": self._observe_all(grad_outputs),
+                                           "in": self._observe_all(grad_inputs)}
+
+            with contextlib.suppress(Exception):
+                posthook(leave)
+
+    def _observe_all(self, grads: Any) -> list[dict[str, Any]]:
+        if not isinstance(grads, (tuple, list)):
+            grads = [grads]
+        return [observe(self.torch, g) for g in grads]
+
+    def raising_call(self) -> str | None:
+        """The call whose backward node was entered last: the one running when it raised."""
+        return self.entered[-1] if self.entered else None
+
+    def observations(self) -> Observations:
+        if not self.calls:
+            return {}
+        return {AUTOGRAD_KEY: {"t": "autograd", "calls": self.calls}}
 
 
 def resolve(torch: Any, target: str) -> Any:
@@ -204,9 +284,11 @@ def run_node(torch: Any, node: dict[str, Any], values: dict[str, Any], hooks: Ho
 
 
 def run_backward(
-    torch: Any, program: dict[str, Any], values: dict[str, Any], device: str = "cpu"
+    torch: Any, program: dict[str, Any], values: dict[str, Any], device: str = "cpu",
+    tracker: BackwardTracker | None = None,
 ) -> Observations:
-    """Backward from the program's outputs with seeded random upstream gradients."""
+    """Backward from the program's outputs with seeded random upstream gradients; the
+    tracker (if any) records the first pass, the one that reaches the leaves."""
     spec = program.get("backward")
     if not spec:
         return {}
@@ -224,8 +306,14 @@ def run_backward(
         groups.append(list(spec["intermediates"]))
     for number, keys in enumerate(groups):
         wrt = [_lookup(values, key) for key in keys]
-        grads = torch.autograd.grad(outputs, wrt, grad_outputs=seeds, allow_unused=True,
-                                    retain_graph=number + 1 < len(groups))
+        if tracker is not None:
+            tracker.recording = number == 0
+        try:
+            grads = torch.autograd.grad(outputs, wrt, grad_outputs=seeds, allow_unused=True,
+                                        retain_graph=number + 1 < len(groups))
+        finally:
+            if tracker is not None:
+                tracker.recording = False
         for key, tensor, grad in zip(keys, wrt, grads, strict=True):
             if grad is None:
                 grad = torch.zeros_like(tensor)
@@ -250,6 +338,14 @@ def replay(torch: Any, program: dict[str, Any], hooks: Hooks,
     reference's, since everything after that point is a consequence."""
     values: dict[str, Any] = {}
     observations: Observations = {}
+    tracker = None
+    if program.get("backward"):
+        # progress past the last node: len(nodes) is the backward, len(nodes) + 1 + i the
+        # backward node of call i, so a crash or hang there still names its call
+        index_of = {node["id"]: i for i, node in enumerate(program["nodes"])}
+        base = len(program["nodes"]) + 1
+        tracker = BackwardTracker(torch, on_enter=None if progress is None else (
+            lambda call_id: progress(base + index_of[call_id])))
     for index, node in enumerate(program["nodes"]):
         if progress is not None:
             progress(index)
@@ -265,17 +361,31 @@ def replay(torch: Any, program: dict[str, Any], hooks: Hooks,
             return observations
         bind_result(torch, node["id"], result, values)
         observations.update(observe_result(torch, node, result, values))
+        if tracker is not None:
+            tracker.watch(node, result)
         if node.get("raises"):
             return observations
     if progress is not None:
         progress(len(program["nodes"]))
     observations.update(observe_finals(torch, program, values))
     try:
-        observations.update(run_backward(torch, program, values, hooks.device))
+        observations.update(run_backward(torch, program, values, hooks.device, tracker))
     except Exception as exc:
-        observations["backward"] = observe_error(exc)
+        observations["backward"] = backward_error(exc, tracker)
         observations["backward"]["traceback"] = traceback.format_exc(limit=8)
+    if tracker is not None:
+        observations.update(tracker.observations())
     return observations
+
+
+def backward_error(exc: BaseException, tracker: BackwardTracker | None) -> dict[str, Any]:
+    """The ``backward`` observation of a backward that raised, with the call whose backward
+    node was running (``node``) when the tracker saw one."""
+    obs = observe_error(exc)
+    call = tracker.raising_call() if tracker is not None else None
+    if call is not None:
+        obs["node"] = call
+    return obs
 
 
 def observe_finals(torch: Any, program: dict[str, Any], values: dict[str, Any]) -> Observations:
