@@ -75,6 +75,7 @@ class EngineFinding(_Strict):
     repro: Script | None = None
     repro_verified: bool | None = None
     repro_output: Script | None = None
+    repro_verify_note: Line | None = None  # why the repro did not verify
     repro_program: dict[str, Any] | None = None
     repro_reference_only: Script | None = None
     repro_reference_only_verified: bool | None = None

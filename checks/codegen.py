@@ -30,9 +30,9 @@ def number(value: Any, dtype: str) -> str:
         return str(int(value))
     value = float(value)
     if np.isnan(value):
-        return "nan"
+        return 'float("nan")'
     if np.isinf(value):
-        return "inf" if value > 0 else "-inf"
+        return 'float("inf")' if value > 0 else '-float("inf")'
     if dtype in ("float32", "float16", "bfloat16"):
         text = np.format_float_positional(np.float32(value), unique=True, trim="0")
     else:
@@ -129,22 +129,29 @@ def _call_args(node: dict[str, Any], names: dict[str, str], skip: int = 0,
 
 
 def statements(program: dict[str, Any], wrap: bool = False,
-               float_dtype: str | None = None) -> Iterator[str]:
-    """One statement per node; names are the node ids (``v0``) and ``m0`` for modules.
-    ``wrap`` routes every call through ``call(name, fn)`` (a prelude's ``alignbot_wrap``);
-    ``float_dtype`` writes floating dtypes as that variable (for the float64 variant)."""
+               float_dtype: str | None = None, names: dict[str, str] | None = None,
+               device: bool = False) -> Iterator[str]:
+    """One statement per node; names are ``names[node id]`` (default: the node ids, ``v0``,
+    and ``m0`` for modules). ``wrap`` routes every call through ``call(name, fn)`` (how the
+    candidate's worker applies overrides and ``alignbot_wrap``); ``device`` moves inputs and
+    modules to ``device``; ``float_dtype`` writes floating dtypes as that variable (for the
+    float64 variant)."""
     fd = float_dtype
-    names: dict[str, str] = {}
+    chosen = names or {}
+    names = {}
     for position, node in enumerate(program["nodes"]):
         node_id, op = node["id"], node["op"]
-        name = node_id if op != "module" else "m" + node_id[1:]
+        name = chosen.get(node_id) or (node_id if op != "module" else "m" + node_id[1:])
         names[node_id] = name
         if op == "input":
-            expr = tensor_expr(node["recipe"], node["dtype"], node["shape"],
-                               bool(node.get("requires_grad")), fd)
+            grad = bool(node.get("requires_grad"))
+            expr = tensor_expr(node["recipe"], node["dtype"], node["shape"], grad and not device,
+                               fd)
+            if device:
+                expr += ".to(device)" + (".requires_grad_()" if grad else "")
             yield f"{name} = {expr}"
         elif op == "module":
-            to = f".to({fd})" if fd else ""
+            to = f".to({fd})" if fd else ".to(device)" if device else ""
             yield f"{name} = {node['target']}({_call_args(node, names, float_dtype=fd)}){to}"
             yield from _state_lines(name, node, program["nodes"][:position])
         elif op == "call":

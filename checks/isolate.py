@@ -123,8 +123,10 @@ def slice_program(program: Program, finding: Finding, keep_grad: bool = True
     if index is None or program["nodes"][index]["op"] == "input":
         return None
     original = program["nodes"][index]
+    # a wrong gradient, or an error raised in the backward pass: the slice runs the backward
+    backward_needed = finding.kind is Kind.GRAD or finding.key == "backward"
     try:
-        slicer = _Slicer(program, index, keep_grad or finding.kind is Kind.GRAD)
+        slicer = _Slicer(program, index, keep_grad or backward_needed)
         call = dict(original)
         call["args"] = slicer.rewrite(original["args"])
         call["kwargs"] = slicer.rewrite(original.get("kwargs", {}))
@@ -133,7 +135,7 @@ def slice_program(program: Program, finding: Finding, keep_grad: bool = True
     call["id"] = slicer._new_id()
     nodes = [*slicer.nodes, call]
     backward = None
-    if finding.kind is Kind.GRAD:
+    if backward_needed:
         backward = _backward_plan(program, original["id"], call, nodes)
         if backward is None:
             return None

@@ -85,8 +85,8 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     shrunk, current, program = reduce(finding, spec, candidate, budget)
     shrink = stats(budget)
     rtol, atol = repros.tolerances(program, current, spec.rtol, spec.atol)
-    script = repros.render(program, current, config, rtol, atol)
-    checked = repros.verify(script, timeout=max(config.timeout * 2, 60.0))
+    checked = repros.make(program, current, config, rtol, atol,
+                          timeout=max(config.timeout * 2, 60.0))
     ref = reference_observations(program)
     outcome = candidate.run(program)
     cand = outcome.observations or {}
@@ -99,12 +99,14 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     mode, claim, expected = _mode(current.kind, verdict.verdict)
     obs = ref.get(current.key) or {}
     dtype = obs.get("dtype", "float32") if obs.get("dtype") in FLOAT_DTYPES else "float32"
-    reference_only = repros.render_reference_only(program, current, mode, claim, rtol, atol,
-                                                  dtype=dtype)
+    reference_only, alone_code, alone_output = repros.reference_only(
+        program, current, mode, claim, rtol, atol, dtype=dtype,
+        declared_invalid=bool(program.get("expect_raise")))
     evidence = {**verdict.evidence, "claim": claim, "expected": expected}
     fields: dict[str, Any] = {
         "program": shrunk, "repro_program": program, "message": current.message,
-        "repro": script, "repro_verified": checked.verified, "repro_output": checked.output,
+        "repro": checked.script, "repro_verified": checked.verified,
+        "repro_output": checked.output, "repro_verify_note": checked.note or None,
         "repro_reference_only": reference_only, "verdict": verdict.verdict.value,
         "verdict_reason": verdict.reason, "evidence": evidence, "upstream_draft": None,
         "upstream_title": None, "upstream_url": None, "shrink": shrink,
@@ -112,7 +114,7 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     if verdict.verdict is Verdict.REFERENCE_SUSPECT:
         # A draft goes upstream only when PyTorch alone shows the problem in a fresh
         # interpreter: an unverified report would waste the maintainers' time.
-        code, output = repros.run_script(reference_only, timeout=120)
+        code, output = alone_code, alone_output
         fields["repro_reference_only_verified"] = code == 1
         if code == 1:
             issue = draft({**current.to_json(), **fields}, reference_only, output,

@@ -1,14 +1,26 @@
 """Standalone repro scripts: reference vs candidate, and PyTorch alone for upstream reports.
 
 A repro needs only the reference and the candidate installed: it holds the candidate's
-prelude and nothing of alignbot. Before it is reported it is run in a fresh interpreter.
+prelude and nothing of alignbot. Its last output line is machine-readable::
+
+    alignbot-repro: {"status": "mismatch", "kind": "value-mismatch", "op": "torch.topk"}
+
+A repro counts as verified only when, run in a fresh interpreter in an empty folder with the
+candidate's import path, it fails in the way the finding says (same kind, same op, exit 1)
+and its control run (``--control``: the reference on both sides) agrees with exit 0.
 """
 
 from __future__ import annotations
 
+import ast
+import json
+import keyword
+import os
+import re
 import subprocess
 import sys
 import tempfile
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +32,16 @@ from .engine import Program
 from .findings import Finding, Kind, node_of
 from .oracle import reference_observations
 from .report import environment
+from .runtime.values import FLOAT_DTYPES
+
+STATUS_PREFIX = "alignbot-repro: "
+LINE_LIMIT = 100  # the project's ruff line length, which generated scripts keep
+POSITIONAL = ("x", "y", "z")
+RESERVED = {"torch", "np", "call", "device", "dtype", "case", "grads", "inner", "out",
+            "grad_out", "self", "sys", "json", "low", "high", "results", "hooks", "compare",
+            "main", "module", "importlib", "argparse", "subprocess", "tempfile"}
+# what the engine calls a differing value, by where it was observed
+GRAD_KIND, STATE_KIND, VALUE_KIND = "grad-mismatch", "state-mismatch", "value-mismatch"
 
 
 @dataclass
@@ -27,96 +49,209 @@ class Repro:
     script: str
     verified: bool
     output: str
+    note: str = ""  # why it is not verified (empty when it is)
 
 
-def _names(program: Program) -> dict[str, str]:
-    return {n["id"]: ("m" + n["id"][1:] if n["op"] == "module" else n["id"])
-            for n in program["nodes"]}
+def variable_names(program: Program) -> dict[str, str]:
+    """Names for what the nodes are: ``x``/``weight`` for inputs (by the argument they feed),
+    ``module``, ``out`` for the last call's result, ``tmp`` for results in between."""
+    nodes = program["nodes"]
+    used: set[str] = set()
+
+    def take(base: str) -> str:
+        if base in RESERVED or keyword.iskeyword(base) or not base.isidentifier():
+            base = base + "_" if base.isidentifier() else "x"
+        name, number = base, 2
+        while name in used:
+            name, number = f"{base}{number}", number + 1
+        used.add(name)
+        return name
+
+    roles: dict[str, str] = {}
+    for node in nodes:
+        if node["op"] in ("input", "module"):
+            continue
+        args = node.get("args", [])[1:] if node["op"] == "invoke" else node.get("args", [])
+        for position, arg in enumerate(args):
+            for ref in _refs(arg):
+                roles.setdefault(ref, POSITIONAL[position] if position < len(POSITIONAL)
+                                 else f"arg{position}")
+        for key, value in node.get("kwargs", {}).items():
+            for ref in _refs(value):
+                roles.setdefault(ref, key)
+    calls = [n["id"] for n in nodes if n["op"] not in ("input", "module")]
+    names: dict[str, str] = {}
+    for node in nodes:
+        if node["op"] == "module":
+            names[node["id"]] = take("module") if "module" not in used else take("module_")
+        elif node["op"] == "input":
+            names[node["id"]] = take(roles.get(node["id"], "x"))
+        elif node["id"] == calls[-1]:
+            names[node["id"]] = "out"
+        else:
+            names[node["id"]] = take("tmp")
+    return names
 
 
-def _returns(program: Program, finding: Finding, float_dtype: str | None = None
-             ) -> list[str]:
+def _refs(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        return [value["ref"]] if "ref" in value else [r for v in value.values() for r in _refs(v)]
+    if isinstance(value, list):
+        return [r for v in value for r in _refs(v)]
+    return []
+
+
+def _ref_name(names: dict[str, str], node_id: str) -> str:
+    base, _, index = node_id.partition(".")
+    return f"{names[base]}[{index}]" if index else names[base]
+
+
+def _returns(program: Program, finding: Finding, names: dict[str, str],
+             float_dtype: str | None = None, device: bool = False) -> tuple[list[str], str]:
     """The lines that compute and return what diverged (the call's output, the mutated
-    tensor, a module buffer, or gradients)."""
-    names = _names(program)
+    tensor, a module buffer, or gradients), and what a differing value there is called."""
     nodes = {n["id"]: n for n in program["nodes"]}
     key = finding.key
-    if finding.kind is Kind.GRAD and program.get("backward"):
-        return _grad_lines(program, names, float_dtype)
+    if (finding.kind is Kind.GRAD or key == "backward") and program.get("backward"):
+        return _grad_lines(program, names, float_dtype, device), GRAD_KIND
     if "!self" in key:
         node = nodes[node_of(key)]
-        target = node["args"][1 if node["op"] == "invoke" else 0]["ref"]
-        return [f"return {{{names[target] + ' after the call'!r}: {names[target]}}}"]
+        target = names[node["args"][1 if node["op"] == "invoke" else 0]["ref"]]
+        return [f"return {{{target + ' after the call'!r}: {target}}}"], STATE_KIND
     if "!state." in key:
-        module = nodes[node_of(key)]["args"][0]["ref"]
+        module = names[nodes[node_of(key)]["args"][0]["ref"]]
         buffer = key.split("!state.", 1)[1]
-        return [f"return {{{names[module] + '.' + buffer!r}: {names[module]}.{buffer}}}"]
-    node_id = finding.node or program["nodes"][-1]["id"]
+        return [f"return {{{module + '.' + buffer!r}: {module}.{buffer}}}"], STATE_KIND
     if key.startswith("final:"):
-        node_id = key[len("final:"):]
-    name = names.get(node_id, node_id)
-    if "." in key and not key.startswith(("grad:", "final:")) and "!" not in key:
-        index = key.split(".", 1)[1]
-        return [f"return {{{key!r}: {name}[{index}]}}"]
-    return [f"return {{{node_id!r}: {name}}}"]
+        name = names.get(key[len("final:"):], "out")
+        return [f"return {{{name!r}: {name}}}"], STATE_KIND
+    node_id = finding.node if finding.node in names else program["nodes"][-1]["id"]
+    if "." in key and "!" not in key and not key.startswith("grad:") \
+            and node_of(key) in names:
+        expr = _ref_name(names, key)
+        return [f"return {{{expr!r}: {expr}}}"], VALUE_KIND
+    name = names[node_id]
+    return [f"return {{{name!r}: {name}}}"], VALUE_KIND
 
 
-def _grad_lines(program: Program, names: dict[str, str], float_dtype: str | None) -> list[str]:
+def _grad_lines(program: Program, names: dict[str, str], float_dtype: str | None,
+                device: bool) -> list[str]:
     plan = program["backward"]
     ref = reference_observations(program)
-    outs = []
-    for out_id in plan["outputs"]:
-        base, _, index = out_id.partition(".")
-        outs.append(f"{names[base]}[{index}]" if index else names[base])
-    seeds = []
-    for out_id, seed in zip(plan["outputs"], plan["seeds"], strict=True):
-        obs = ref[out_id]
-        seeds.append(tensor_expr(seed, obs["dtype"], obs["shape"], False, float_dtype))
-    wrt = []
-    for key in plan["wrt"]:
+    outs = [_ref_name(names, out_id) for out_id in plan["outputs"]]
+    lines, seeds = [], []
+    for number, (out_id, seed) in enumerate(zip(plan["outputs"], plan["seeds"], strict=True)):
+        obs = ref.get(out_id) or {}
+        seed_name = "grad_out" if len(outs) == 1 else f"grad_out{number}"
+        expr = tensor_expr(seed, obs.get("dtype", "float32"), obs.get("shape", []), False,
+                           float_dtype)
+        lines.append(f"{seed_name} = {expr}" + (".to(device)" if device else ""))
+        seeds.append(seed_name)
+
+    def leaf(key: str) -> str:
         base, _, attr = key.partition(":")
-        wrt.append(f"{names[base]}.{attr}" if attr else names[base])
-    labels = [f"grad {w}" for w in wrt]
-    return [f"return dict(zip({labels!r}, torch.autograd.grad([{', '.join(outs)}], "
-            f"[{', '.join(wrt)}], [{', '.join(seeds)}])))"]
+        return f"{names[base]}.{attr}" if attr else _ref_name(names, base)
+
+    wrt = [leaf(k) for k in plan["wrt"]]
+    inner = [leaf(k) for k in plan.get("intermediates") or []]
+    retain = ", retain_graph=True" if inner else ""
+    lines.append(f"grads = torch.autograd.grad([{', '.join(outs)}], [{', '.join(wrt)}], "
+                 f"[{', '.join(seeds)}], allow_unused=True{retain})")
+    pairs = [f"{'grad ' + w!r}: grads[{i}]" for i, w in enumerate(wrt)]
+    if inner:
+        lines.append(f"inner = torch.autograd.grad([{', '.join(outs)}], [{', '.join(inner)}],"
+                     f" [{', '.join(seeds)}], allow_unused=True)")
+        pairs += [f"{'grad ' + w!r}: inner[{i}]" for i, w in enumerate(inner)]
+    lines.append("return {" + ", ".join(pairs) + "}")
+    return lines
 
 
-def _body(program: Program, finding: Finding, wrap: bool = False,
-          float_dtype: str | None = None) -> list[str]:
-    lines = list(statements(program, wrap=wrap, float_dtype=float_dtype))
-    returns = _returns(program, finding, float_dtype)
-    last = lines[-1] if lines else ""
-    simple = (len(returns) == 1 and returns[0].startswith("return {") and " = " in last
-              and not last.startswith(" ") and finding.kind is not Kind.GRAD)
-    if simple:
-        # return the divergent call itself instead of naming it first: one line shorter
-        name, expr = last.split(" = ", 1)
-        if returns[0] == f"return {{{name!r}: {name}}}":
-            return [*lines[:-1], f"return {{{name!r}: {expr}}}"]
-    if any("float('nan')" in line or "nan" in line.split("#")[0] for line in lines):
-        lines.insert(0, "nan, inf = float('nan'), float('inf')")
-    return lines + returns
+def body(program: Program, finding: Finding, hooked: bool = False, device: bool = False,
+         float_dtype: str | None = None) -> tuple[list[str], str]:
+    """The lines of ``case()``: the inputs, the call (the backward call with its upstream
+    gradient for gradient findings) and what it returns; and the kind of a differing value."""
+    names = variable_names(program)
+    lines = list(statements(program, wrap=hooked, float_dtype=float_dtype, names=names,
+                            device=device))
+    returns, value_kind = _returns(program, finding, names, float_dtype, device)
+    assigned = re.match(r"^(\w+) = (.*)$", lines[-1]) if lines else None
+    if assigned and not any(re.search(rf"\b{assigned[1]}\b", r) for r in returns):
+        # the result is not what is compared (an in-place call's): call, do not name it
+        lines[-1:] = [] if assigned[2].isidentifier() else [assigned[2]]
+    return lines + returns, value_kind
 
 
-def _prelude_with_overrides(config: CandidateConfig) -> str:
-    lines = [config.prelude.rstrip()]
-    for api, target in sorted(config.overrides.items()):
-        module, _, attr = target.partition(":")
-        owner, _, name = api.rpartition(".")
-        lines.append(f"import importlib as _il; {owner}.{name} = "
-                     f"_il.import_module({module!r}).{attr}")
-    return "\n".join(lines) + "\n"
+def _in_prelude(prelude: str, name: str) -> bool:
+    return re.search(rf"\b{name}\b", prelude) is not None
 
 
-def render(program: Program, finding: Finding, config: CandidateConfig,
-           rtol: float, atol: float) -> str:
-    wrap = "alignbot_wrap" in config.prelude
-    body = _body(program, finding, wrap=wrap)
-    python = "sys.executable" if config.python == sys.executable else repr(config.python)
-    return environment().get_template("repro.py.j2").render(
+def _prelude_lines(prelude: str) -> list[str]:
+    """The prelude as the body of a function (one that declares ``global torch``); a prelude
+    that cannot be a function body (``import *``, ``global``) runs through ``exec``."""
+    source = textwrap.dedent(prelude).strip("\n")
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        tree = None
+    blocked = tree is None or any(
+        isinstance(n, (ast.Global, ast.Nonlocal)) or
+        (isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names))
+        for n in ast.walk(tree))
+    if not blocked and source:
+        wrapped = "def f():\n" + textwrap.indent(source, "    ") + "\n"
+        try:
+            inner = ast.parse(wrapped).body[0]
+            assert isinstance(inner, ast.FunctionDef) and tree is not None
+            blocked = ast.dump(ast.Module(body=inner.body, type_ignores=[])) != ast.dump(tree)
+        except SyntaxError:
+            blocked = True
+    if blocked:
+        return [f"    exec(compile({source!r}, '<prelude>', 'exec'), globals())"]
+    lines = textwrap.indent(source, "    ").splitlines()
+    return ["    # the candidate's prelude, as given to alignbot", *lines]
+
+
+def needs_two_processes(config: CandidateConfig, finding: Finding) -> bool:
+    """Another interpreter, or a candidate that may kill or hang the process it runs in."""
+    return config.python != sys.executable or finding.kind in (
+        Kind.CANDIDATE_CRASH, Kind.CANDIDATE_TIMEOUT)
+
+
+def render(program: Program, finding: Finding, config: CandidateConfig, rtol: float,
+           atol: float, two_process: bool | None = None) -> str:
+    """The repro script. ``two_process`` None chooses: one interpreter unless it must not."""
+    if two_process is None:
+        two_process = needs_two_processes(config, finding)
+    prelude = config.prelude
+    wrap, device = _in_prelude(prelude, "alignbot_wrap"), _in_prelude(prelude, "alignbot_device")
+    has_overrides = _in_prelude(prelude, "alignbot_overrides") or bool(config.overrides)
+    hooked = wrap or has_overrides
+    lines, value_kind = body(program, finding, hooked=hooked, device=device)
+    setup = []
+    if hooked:
+        setup.append("overrides = " + ("dict(alignbot_overrides)"
+                                       if _in_prelude(prelude, "alignbot_overrides") else "{}"))
+        for api, target in sorted(config.overrides.items()):
+            module, _, attr = target.partition(":")
+            setup.append(f"# --override {api}={target}")
+            line = f"overrides[{api!r}] = importlib.import_module({module!r}).{attr}"
+            if len(line) > LINE_LIMIT - 4:
+                setup.append(f"imported = importlib.import_module({module!r})")
+                line = f"overrides[{api!r}] = imported.{attr}"
+            setup.append(line)
+    hook_args = (", hooks(overrides, " + ("alignbot_wrap" if wrap else "None") + ")"
+                 if hooked else "") + (", alignbot_device" if device else "")
+    reference_args = (", hooks({}, None)" if hooked else "") + (', "cpu"' if device else "")
+    prelude_lines = _prelude_lines(prelude)
+    script = environment().get_template("repro.py.j2").render(
         fingerprint=finding.fingerprint, kind=finding.kind.value, op=finding.op,
-        prelude=repr(_prelude_with_overrides(config)), python=python, rtol=rtol, atol=atol,
-        timeout=max(int(config.timeout), 5), wrap=wrap, body=body)
+        rtol=rtol, atol=atol, value_kind=value_kind, timeout=max(int(config.timeout), 5),
+        body=lines, hooked=hooked, device=device, two_process=two_process,
+        prelude=prelude_lines, setup=setup, hook_args=hook_args,
+        reference_args=reference_args, overrides=bool(config.overrides),
+        uses_numpy=any("np." in line for line in lines),
+        long_prelude=any(len(line) > LINE_LIMIT for line in prelude_lines))
+    return script
 
 
 def tolerances(program: Program, finding: Finding, rtol: float | None, atol: float | None
@@ -126,33 +261,129 @@ def tolerances(program: Program, finding: Finding, rtol: float | None, atol: flo
     return tolerance(obs.get("dtype", "float32"), rtol, atol)
 
 
-def render_reference_only(program: Program, finding: Finding, mode: str, claim: str,
-                          rtol: float, atol: float, dtype: str = "float32") -> str:
-    """PyTorch alone: ``numeric`` compares the call with its float64 self, ``raises`` shows
-    the reference rejecting an input it should accept, ``accepts`` the opposite."""
-    body = _body(program, finding, float_dtype="dtype")
-    return environment().get_template("repro_reference.py.j2").render(
-        op=finding.op, claim=claim, body=body, mode=mode, rtol=rtol, atol=atol, dtype=dtype)
+def candidate_env(config: CandidateConfig) -> dict[str, str]:
+    """The environment a user running the repro has: the candidate's environment, with the
+    folders the candidate imports from on PYTHONPATH (the worker puts them on sys.path)."""
+    env = dict(config.env if config.env is not None else os.environ)
+    paths = [os.path.abspath(p) for p in config.sys_path]
+    if env.get("PYTHONPATH"):
+        paths.append(env["PYTHONPATH"])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    return env
 
 
-def run_script(script: str, python: str = sys.executable, timeout: float = 600.0
+def run_script(script: str, python: str = sys.executable, timeout: float = 600.0,
+               args: list[str] | None = None, env: dict[str, str] | None = None
                ) -> tuple[int, str]:
-    """Run a script in a fresh interpreter; its exit status and output."""
+    """Run a script in a fresh interpreter in an empty folder; its exit status and output
+    (stdout, then stderr)."""
     with tempfile.TemporaryDirectory(prefix="alignbot-repro-") as tmp:
         path = Path(tmp) / "repro.py"
         path.write_text(script)
         try:
-            proc = subprocess.run([python, str(path)], capture_output=True, text=True,
-                                  timeout=timeout, cwd=tmp)
+            proc = subprocess.run([python, str(path), *(args or [])], capture_output=True,
+                                  text=True, timeout=timeout, cwd=tmp, env=env)
         except subprocess.TimeoutExpired:
             return -1, f"the repro did not finish within {timeout:g} s"
-    return proc.returncode, (proc.stdout + proc.stderr)[-4000:]
+    return proc.returncode, (proc.stdout[-3000:] + proc.stderr[-3000:])
 
 
-def verify(script: str, timeout: float) -> Repro:
-    """A repro counts as verified when a fresh interpreter exits 1 (the bug is present)."""
+def status_line(output: str) -> dict[str, Any] | None:
+    """The machine-readable status the script printed last, if it got that far."""
+    for line in reversed(output.splitlines()):
+        if line.startswith(STATUS_PREFIX):
+            try:
+                status: dict[str, Any] = json.loads(line[len(STATUS_PREFIX):])
+                return status
+            except json.JSONDecodeError:
+                return None
+    return None
+
+
+def verify(script: str, finding: Finding, config: CandidateConfig, timeout: float) -> Repro:
+    """Run the repro as a user would (fresh interpreter, empty folder, the candidate's
+    interpreter and import path): verified when it fails with the finding's kind at the
+    finding's op, and its control run agrees."""
+    args = ["--python", config.python] if "--candidate-side" in script else []
+    env = candidate_env(config)
+    code, output = run_script(script, timeout=timeout, args=args, env=env)
+    status = status_line(output)
+    expected = {"status": "mismatch", "kind": finding.kind.value, "op": finding.op}
+    if status is None:
+        note = f"the repro exited with status {code} without a result line"
+    elif status != expected or code != 1:
+        note = (f"the repro reported {json.dumps(status)} with exit status {code}; "
+                f"expected {json.dumps(expected)} with exit status 1")
+    else:
+        control_code, control = run_script(script, timeout=timeout, args=[*args, "--control"],
+                                           env=env)
+        control_status = status_line(control)
+        if control_code == 0 and control_status is not None \
+                and control_status.get("status") == "agree":
+            return Repro(script, True, output)
+        note = (f"the control run (--control) did not agree: exit status {control_code}, "
+                f"{json.dumps(control_status)}")
+        output = output + "\n--- control ---\n" + control
+    return Repro(script, False, output, note)
+
+
+def make(program: Program, finding: Finding, config: CandidateConfig, rtol: float,
+         atol: float, timeout: float) -> Repro:
+    """The repro for a finding, verified: one interpreter when that reproduces it, else the
+    two-process form; an unverified repro keeps the reason."""
+    two = needs_two_processes(config, finding)
+    first = verify(render(program, finding, config, rtol, atol, two), finding, config, timeout)
+    if first.verified or two:
+        return first
+    second = verify(render(program, finding, config, rtol, atol, True), finding, config,
+                    timeout)
+    if second.verified:
+        return second
+    first.note = f"{first.note}; in two processes: {second.note}"
+    return first
+
+
+def render_reference_only(program: Program, finding: Finding, mode: str, claim: str,
+                          rtol: float, atol: float, dtype: str = "float32",
+                          declared_invalid: bool = False, measured: str | None = None) -> str:
+    """PyTorch alone: ``numeric`` compares the call with its float64 self (floating results
+    within tolerance, integer and boolean results exactly); ``raises`` shows the reference
+    raising; ``accepts`` shows it accepting an input the spec declares invalid (without that
+    declaration the script only runs the call: there is nothing it can check). ``measured``
+    is what a run of the script printed last: the header says only that."""
+    if mode == "accepts" and not declared_invalid:
+        mode = "runs"
+    lines, _ = body(program, finding, float_dtype="dtype" if mode == "numeric" else None)
+    checks = {
+        "numeric": f"whether {finding.op} in {dtype} agrees with the same call in float64 "
+                   "(floating results within rtol/atol, integer and boolean results exactly)",
+        "raises": f"whether {finding.op} raises on this input",
+        "accepts": f"whether {finding.op} raises on this input, which the spec declares "
+                   "invalid",
+        "runs": f"nothing: it runs {finding.op} and prints the result",
+    }[mode]
+    return environment().get_template("repro_reference.py.j2").render(
+        op=finding.op, checks=checks, body=lines, mode=mode, rtol=rtol, atol=atol,
+        dtype=dtype if dtype in FLOAT_DTYPES else "float32", measured=measured,
+        uses_numpy=any("np." in line for line in lines))
+
+
+def reference_only(program: Program, finding: Finding, mode: str, claim: str, rtol: float,
+                   atol: float, dtype: str = "float32", declared_invalid: bool = False,
+                   timeout: float = 120.0) -> tuple[str, int, str]:
+    """The PyTorch-alone script with its header stating what one run of it measured; the
+    script, that run's exit status and output."""
+    script = render_reference_only(program, finding, mode, claim, rtol, atol, dtype,
+                                   declared_invalid)
     code, output = run_script(script, timeout=timeout)
-    return Repro(script=script, verified=code == 1 and "MISMATCH" in output, output=output)
+    status = status_line(output)
+    if status is not None:
+        measured = f"exit status {code}: {status.get('result')}"
+    else:
+        measured = f"exit status {code} (the script did not finish its check)"
+    script = render_reference_only(program, finding, mode, claim, rtol, atol, dtype,
+                                   declared_invalid, measured)
+    return script, code, output
 
 
 def describe(value: Any) -> str:

@@ -16,10 +16,11 @@ from checks.oracle import reference_observations
 def test_numbers_are_short_and_exact() -> None:
     arr = np.array([0.1, -0.0, np.nan, np.inf, 3.0], dtype=np.float32)
     text = nested(arr, "float32")
-    assert text == "[0.1, -0.0, nan, inf, 3.0]"
-    nan, inf = float("nan"), float("inf")  # noqa: F841 - names the literal uses
-    back = torch.tensor(eval(text), dtype=torch.float32)
+    assert text == '[0.1, -0.0, float("nan"), float("inf"), 3.0]'
+    back = torch.tensor(eval(text, {}), dtype=torch.float32)  # valid Python on its own
     assert torch.equal(back[[0, 1, 3, 4]], torch.from_numpy(arr[[0, 1, 3, 4]]))
+    assert torch.isnan(back[2])
+    assert nested(np.array([-np.inf], dtype=np.float32), "float32") == '[-float("inf")]'
     assert nested(np.array([[1, 2]]), "int64") == "[[1, 2]]"
     assert nested(np.array([True, False]), "bool") == "[True, False]"
 

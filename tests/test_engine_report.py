@@ -4,6 +4,8 @@ and the one builder of prefilled upstream links."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -178,3 +180,21 @@ def test_stored_findings_are_validated_again() -> None:
     assert stored_findings(report()) == parse_report(report()).dump()["findings"]
     assert stored_findings({"findings": [{"fingerprint": "x", "kind": "@octocat"}]}) is None
     assert isinstance(parse_report(report()), EngineReport)
+
+
+def test_a_real_minimized_report_of_planted_bugs_is_valid(tmp_path: Path) -> None:
+    """The engine and the model move together: a real run with minimization, triage and
+    repro verification (a crash among the bugs) must pass the App's strict model."""
+    out = tmp_path / "report.json"
+    prelude = (FIXTURES / "planted_prelude.py").read_text()
+    done = subprocess.run(
+        [sys.executable, "-m", "checks.cli", "check", "--prelude", prelude,
+         "--spec-file", str(FIXTURES / "planted_specs.py"), "--library",
+         "--ops", "softplus_scaled,elu_crash,mean_keepdim", "--n", "5", "--seed", "2",
+         "--timeout", "5",
+         "--json", str(out), "--no-progress"], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-2000:]
+    data = json.loads(out.read_text())
+    parsed = parse_report(data)
+    assert parsed.findings and all(f.verdict is not None for f in parsed.findings)
+    assert {f.kind for f in parsed.findings} >= {Kind.CANDIDATE_CRASH}

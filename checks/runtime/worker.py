@@ -15,6 +15,7 @@ import os
 import struct
 import sys
 import traceback
+import types
 from typing import Any
 
 try:
@@ -36,7 +37,11 @@ def _load_callable(spec: str) -> Any:
 def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
     for entry in reversed(message.get("sys_path") or []):
         sys.path.insert(0, entry)  # the candidate's own folder, as for `python -c` run there
-    namespace: dict[str, Any] = {"__name__": "__alignbot_prelude__"}
+    # The prelude runs as a real module: code that imports the module of a function by its
+    # __module__ (pickle, torch.compile's Dynamo) finds it in sys.modules.
+    module = types.ModuleType("__alignbot_prelude__")
+    sys.modules[module.__name__] = module
+    namespace: dict[str, Any] = module.__dict__
     exec(compile(message["prelude"], "<prelude>", "exec"), namespace)
     if "torch" not in namespace:
         raise RuntimeError("the prelude did not bind the name 'torch'")

@@ -1,0 +1,246 @@
+"""Repro scripts end to end: each one, alone in an empty folder, fails the way its finding says,
+passes its control run, passes ruff and stays short; the PyTorch-alone variant claims only
+what it measured.
+
+A repro's *body* is the ``case()`` function: the inputs, the call (and the backward call with
+its upstream gradient) and what it returns; it excludes the shared comparison code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks import repro as repros
+from checks.cli import main
+from checks.findings import Finding, Kind
+from checks.presets import PRESETS
+
+FIXTURES = Path(__file__).parent / "fixtures"
+ROOT = Path(__file__).parent.parent
+RUFF = Path(sys.executable).parent / "ruff"
+PADDLE_PYTHON = os.environ.get("ALIGNBOT_PADDLE_PYTHON")
+BODY_LIMIT = 15
+SOFTPLUS_BUG = ("--override", "torch.nn.functional.softplus=softplus_bug:softplus")
+
+
+def _check(folder: Path, prelude: str, specs: str, ops: str, *extra: str,
+           timeout: int = 3) -> dict[str, Any]:
+    path = folder / "report.json"
+    code = main(["check", "--prelude", prelude, "--spec-file", str(FIXTURES / specs),
+                 "--ops", ops, "--timeout", str(timeout), "--seed", "7", "--json", str(path),
+                 "--no-progress", *extra])
+    assert code == 1
+    report: dict[str, Any] = json.loads(path.read_text())
+    assert report["findings"]
+    return report
+
+
+def _run(script: str, folder: Path, *args: str, env: dict[str, str] | None = None
+         ) -> tuple[int, dict[str, Any] | None, str]:
+    """The script alone in an empty folder: exit status, last line's status, output."""
+    folder.mkdir(parents=True, exist_ok=True)
+    assert not any(folder.iterdir())
+    (folder / "repro.py").write_text(script)
+    proc = subprocess.run([sys.executable, "repro.py", *args], cwd=folder, env=env,
+                          capture_output=True, text=True, timeout=300)
+    last = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    status = json.loads(last.split(": ", 1)[1]) if last.startswith("alignbot-repro:") else None
+    return proc.returncode, status, proc.stdout + proc.stderr
+
+
+def body(script: str) -> list[str]:
+    lines = script.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("def case("))
+    end = next(i for i in range(start + 1, len(lines)) if not lines[i].startswith(" "))
+    return lines[start + 1:end]
+
+
+def assert_good_repro(finding: dict[str, Any], folder: Path, *args: str,
+                      env: dict[str, str] | None = None) -> None:
+    script = finding["repro"]
+    assert finding["repro_verified"], (finding["op"], finding.get("repro_verify_note"),
+                                       finding.get("repro_output"))
+    code, status, output = _run(script, folder / "run", *args, env=env)
+    assert code == 1, output
+    assert status == {"status": "mismatch", "kind": finding["kind"], "op": finding["op"]}
+    code, status, output = _run(script, folder / "control", *args, "--control", env=env)
+    assert code == 0 and status is not None and status["status"] == "agree", output
+    (folder / "lint").mkdir()
+    (folder / "lint" / "repro.py").write_text(script)
+    lint = subprocess.run([str(RUFF), "check", "--config", str(ROOT / "pyproject.toml"),
+                           str(folder / "lint" / "repro.py")], capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout
+    assert len(body(script)) <= BODY_LIMIT, body(script)
+    assert "/work/" not in script and str(ROOT) not in script  # no paths of this machine
+    assert " or 1)" not in script and "lambda" not in "\n".join(body(script))
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: Any) -> dict[str, Any]:
+    folder = tmp_path_factory.mktemp("planted")
+    return _check(folder, (FIXTURES / "planted_prelude.py").read_text(), "planted_specs.py",
+                  "*")
+
+
+def test_every_planted_bug_has_a_repro_that_fails_its_way(planted: dict[str, Any],
+                                                          tmp_path: Path) -> None:
+    kinds = {f["kind"] for f in planted["findings"]}
+    assert {"value-mismatch", "grad-mismatch", "dtype-mismatch", "shape-mismatch",
+            "state-mismatch", "reference-error", "missing-api", "candidate-crash",
+            "candidate-timeout"} <= kinds
+    for number, finding in enumerate(planted["findings"]):
+        assert_good_repro(finding, tmp_path / str(number))
+
+
+def test_one_interpreter_unless_the_candidate_can_kill_it(planted: dict[str, Any]) -> None:
+    for finding in planted["findings"]:
+        two = "--candidate-side" in finding["repro"]
+        assert two == (finding["kind"] in ("candidate-crash", "candidate-timeout")), \
+            finding["op"]
+        assert "def run_candidate(" in finding["repro"]
+
+
+def test_gradient_repros_call_backward_with_the_upstream_gradient(planted: dict[str, Any]
+                                                                  ) -> None:
+    grads = [f for f in planted["findings"] if f["kind"] == "grad-mismatch"]
+    assert grads
+    for finding in grads:
+        lines = body(finding["repro"])
+        assert any(line.strip().startswith("grad_out = ") for line in lines)
+        assert any("torch.autograd.grad(" in line and "allow_unused=True" in line
+                   for line in lines)
+
+
+def test_overrides_device_and_wrap_are_applied_as_the_worker_does(tmp_path: Path) -> None:
+    for number, name in enumerate(("repro_overrides_prelude.py", "repro_wrap_prelude.py")):
+        (tmp_path / name).mkdir()
+        report = _check(tmp_path / name, (FIXTURES / name).read_text(), "repro_specs.py",
+                        "softplus_plain")
+        (finding,) = report["findings"]
+        assert finding["kind"] == "value-mismatch"
+        assert "alignbot_" in finding["repro"]
+        assert_good_repro(finding, tmp_path / f"run{number}")
+
+
+def test_override_from_a_module_on_the_candidates_path(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(FIXTURES / "repro_mytopk.py", project / "mytopk.py")
+    monkeypatch.chdir(project)  # the candidate imports from where alignbot was started
+    report = _check(project, "import torch\n", "repro_specs.py", "topk_tuple",
+                    "--override", "torch.topk=mytopk:topk")
+    (finding,) = report["findings"]
+    assert finding["op"] == "torch.topk" and finding["kind"] == "value-mismatch"
+    env = {**os.environ, "PYTHONPATH": str(project)}
+    assert_good_repro(finding, tmp_path / "with-path", env=env)
+    # without the module where the user has it, the script cannot show the bug
+    code, status, output = _run(finding["repro"], tmp_path / "without-path")
+    assert code == 1 and status is None and "mytopk" in output
+
+
+def _bug_on_path(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str]:
+    """A softplus bug in a module where the candidate imports from; the user's environment."""
+    folder.mkdir()
+    shutil.copy(FIXTURES / "repro_softplus_bug.py", folder / "softplus_bug.py")
+    monkeypatch.chdir(folder)
+    return {**os.environ, "PYTHONPATH": str(folder)}
+
+
+@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"paddle"}))
+def test_every_preset_prelude_gives_a_verified_repro(name: str, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    env = _bug_on_path(tmp_path / "project", monkeypatch)
+    report = _check(tmp_path, PRESETS[name], "repro_specs.py", "softplus_plain", *SOFTPLUS_BUG,
+                    timeout=120)  # torch.compile takes its time
+    (finding,) = report["findings"]
+    assert_good_repro(finding, tmp_path / "run", env=env)
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not PADDLE_PYTHON, reason="needs ALIGNBOT_PADDLE_PYTHON")
+def test_paddle_interpreter_repro(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert PADDLE_PYTHON is not None
+    env = _bug_on_path(tmp_path / "project", monkeypatch)
+    report = _check(tmp_path, PRESETS["paddle"], "repro_specs.py", "softplus_plain",
+                    "--python", PADDLE_PYTHON, *SOFTPLUS_BUG, timeout=120)
+    (finding,) = report["findings"]
+    assert "--candidate-side" in finding["repro"] and PADDLE_PYTHON not in finding["repro"]
+    assert_good_repro(finding, tmp_path / "run", "--python", PADDLE_PYTHON, env=env)
+
+
+def test_a_repro_that_does_not_fail_its_way_is_not_verified(planted: dict[str, Any]) -> None:
+    finding = next(f for f in planted["findings"] if f["kind"] == "value-mismatch")
+    program = finding["repro_program"]
+    wrong = Finding(Kind.DTYPE, finding["op"], finding["spec"], "", program,
+                    key=finding["observation"], node=finding["node"])
+    config = repros.CandidateConfig("planted", (FIXTURES / "planted_prelude.py").read_text())
+    checked = repros.make(program, wrong, config, 1.3e-6, 1e-5, timeout=120)
+    assert not checked.verified and "dtype-mismatch" in checked.note
+    broken = repros.CandidateConfig("broken", "import torch\nimport no_such_module_here\n")
+    right = Finding(Kind(finding["kind"]), finding["op"], finding["spec"], "", program,
+                    key=finding["observation"], node=finding["node"])
+    checked = repros.make(program, right, broken, 1.3e-6, 1e-5, timeout=120)
+    assert not checked.verified and "without a result line" in checked.note
+
+
+# PyTorch alone
+
+
+def _alone(finding: dict[str, Any], mode: str, key: str | None = None,
+           declared: bool = False) -> tuple[str, int, str]:
+    program = finding["repro_program"]
+    current = Finding(Kind(finding["kind"]), finding["op"], finding["spec"], "", program,
+                      key=key or finding["observation"], node=finding["node"])
+    return repros.reference_only(program, current, mode, "", 1.3e-6, 1e-5,
+                                 declared_invalid=declared)
+
+
+def test_integer_outputs_are_compared_exactly(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    shutil.copy(FIXTURES / "repro_mytopk.py", project / "mytopk.py")
+    monkeypatch.chdir(project)
+    (finding,) = _check(project, "import torch\n", "repro_specs.py", "topk_tuple",
+                        "--override", "torch.topk=mytopk:topk")["findings"]
+    indices = finding["repro_program"]["nodes"][-1]["id"] + ".1"
+    script, code, output = _alone(finding, "numeric", key=indices)
+    assert code == 0, output
+    assert "float32 and float64 agree" in script and "disagree" not in output
+
+
+def test_a_valid_input_gets_no_exception_claim(planted: dict[str, Any]) -> None:
+    finding = next(f for f in planted["findings"] if f["kind"] == "value-mismatch")
+    script, code, output = _alone(finding, "accepts", declared=False)
+    assert code == 0, output
+    assert "invalid" not in script and "checks nothing" in script
+
+
+def test_a_declared_invalid_input_is_checked(planted: dict[str, Any]) -> None:
+    finding = next(f for f in planted["findings"] if f["kind"] == "reference-error")
+    script, code, output = _alone(finding, "accepts", declared=True)
+    assert code == 0 and "as for an invalid input" in output  # PyTorch does reject it
+    assert "exit status 0" in script
+
+
+def test_a_real_float32_problem_is_claimed_and_exits_1(planted: dict[str, Any],
+                                                       monkeypatch: pytest.MonkeyPatch,
+                                                       tmp_path: Path) -> None:
+    finding = next(f for f in planted["findings"] if f["op"].endswith("softplus"))
+    monkeypatch.setenv("PYTHONPATH", str(FIXTURES / "buggy_reference"))
+    script, code, output = _alone(finding, "numeric")
+    assert code == 1, output
+    assert "Measured when alignbot generated it: exit status 1: float32 and float64 " \
+           "disagree" in script
+    monkeypatch.delenv("PYTHONPATH")
+    code, status, output = _run(script, tmp_path / "real")
+    assert code == 0 and status == {"status": "agree", "result": "float32 and float64 agree"}
