@@ -58,6 +58,17 @@ def test_candidate_prints_do_not_corrupt_the_stream(make_candidate: Any) -> None
     assert outcome.observations is not None and "v1" in outcome.observations
 
 
+def test_the_prelude_is_a_real_module(make_candidate: Any) -> None:
+    """Code that finds a function's module by its ``__module__`` (pickle, Dynamo's guards)
+    must find the prelude's: a kernel defined in the prelude is pickled here."""
+    prelude = ("import pickle, torch\n_relu = torch.nn.functional.relu\n"
+               "def relu(x):\n    return _relu(x)\n"
+               "assert pickle.loads(pickle.dumps(relu)) is relu\n"
+               "torch.nn.functional.relu = relu\n")
+    outcome = make_candidate(prelude).run(PROGRAM)
+    assert outcome.observations is not None and "v1" in outcome.observations
+
+
 def test_crash_is_reported_with_the_running_node_and_the_worker_restarts(
         make_candidate: Any) -> None:
     prelude = "import os, torch\ntorch.nn.functional.relu = lambda x: os.abort()\n"
