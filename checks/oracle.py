@@ -2,6 +2,11 @@
 
 Shrinking, slicing and simplifying all ask the same question many times; the oracle counts
 the calls and the seconds, so every pass stays bounded and reports what it cost.
+
+Triage's independent oracles live here too: the reference re-run on a program
+(``reference_observations``), finite-difference gradients in float64
+(``finite_differences``) and NumPy's float64 values (``numpy_observations``), which share no
+kernel with either side.
 """
 
 from __future__ import annotations
@@ -9,6 +14,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from .candidate import CandidateProcess
 from .engine import Observations, Program, evaluate
@@ -68,11 +75,177 @@ class Oracle:
         return judge(program, ref, outcome.observations, self.spec.name,
                      self.spec.rtol, self.spec.atol)
 
-    def same(self, program: Program, fingerprint: str) -> Finding | None:
-        """The finding if ``program`` still shows one with ``fingerprint``, else None."""
+    def same(self, program: Program, target: Finding) -> Finding | None:
+        """The finding if ``program`` still shows ``target``'s bug up to the keyword
+        arguments of the failing call (:attr:`Finding.core`), else None."""
         finding = self.program(program)
-        return finding if finding is not None and finding.fingerprint == fingerprint else None
+        return finding if finding is not None and finding.core == target.core else None
 
 
 def stats(budget: Budget) -> dict[str, Any]:
     return {"calls": budget.calls, "seconds": round(budget.seconds, 3)}
+
+
+FD_EPS = 1e-6  # torch.autograd.gradcheck's central-difference step
+FD_RTOL, FD_ATOL = 1e-3, 1e-5  # and its tolerances
+FD_MAX_ELEMENTS = 4096  # two forward runs per element: larger inputs give no evidence
+
+
+def _loss(torch: Any, program: Program, nodes: list[dict[str, Any]], key: str,
+          value: Any) -> float:
+    """sum(output * upstream gradient) of the program in float64, with the leaf ``key``
+    (``v0`` or ``v2:weight``) replaced by ``value``; no autograd is involved."""
+    from .runtime.replay import bind_result, make_array, run_node
+
+    node_id, _, attr = key.partition(":")
+    values: dict[str, Any] = {}
+    hooks = Hooks()
+    seed_reference(torch, int(program.get("seed", 0)))
+    with torch.no_grad():
+        for node in nodes:
+            result = run_node(torch, node, values, hooks)
+            if node["id"] == node_id:
+                if attr:
+                    target = result
+                    for part in attr.split("."):
+                        target = getattr(target, part)
+                    target.copy_(value)
+                else:
+                    result = value
+            bind_result(torch, node["id"], result, values)
+        total = 0.0
+        plan = program["backward"]
+        for out_id, seed in zip(plan["outputs"], plan["seeds"], strict=True):
+            out = values[out_id].double()
+            grad = make_array(seed, "float64", list(out.shape))
+            total += float((out * torch.from_numpy(grad)).sum())
+    return total
+
+
+def finite_differences(program: Program, eps: float = FD_EPS) -> Observations:
+    """Central differences in float64 of each leaf gradient the program asks for (what
+    ``torch.autograd.gradcheck`` computes numerically): no backward kernel is involved, so
+    it is independent of both sides' autograd. ``program`` must already be in float64."""
+    import torch
+
+    from .runtime.replay import observe, replay
+
+    plan = program.get("backward")
+    if not plan:
+        return {}
+    seed_reference(torch, int(program.get("seed", 0)))
+    base = replay(torch, program, Hooks())
+    nodes = program["nodes"]
+    out: Observations = {}
+    for key in plan["wrt"]:
+        obs = base.get(f"grad:{key}")
+        if obs is None or obs.get("t") != "tensor" or obs.get("dtype") != "float64":
+            continue
+        if int(np.prod(obs["shape"])) > FD_MAX_ELEMENTS:
+            continue
+        leaf = _leaf_value(torch, program, nodes, key)
+        if leaf is None:
+            continue
+        numeric = torch.zeros_like(leaf).reshape(-1)
+        flat = leaf.reshape(-1)
+        for index in range(flat.numel()):
+            up, down = flat.clone(), flat.clone()
+            up[index] += eps
+            down[index] -= eps
+            numeric[index] = (_loss(torch, program, nodes, key, up.reshape(leaf.shape))
+                              - _loss(torch, program, nodes, key, down.reshape(leaf.shape))
+                              ) / (2 * eps)
+        out[f"grad:{key}"] = observe(torch, numeric.reshape(leaf.shape))
+    return out
+
+
+def _leaf_value(torch: Any, program: Program, nodes: list[dict[str, Any]], key: str
+                ) -> Any:
+    """The float64 value of the leaf ``key`` as the program builds it (detached)."""
+    from .runtime.replay import bind_result, run_node
+
+    node_id, _, attr = key.partition(":")
+    values: dict[str, Any] = {}
+    seed_reference(torch, int(program.get("seed", 0)))
+    with torch.no_grad():
+        for node in nodes:
+            result = run_node(torch, node, values, Hooks())
+            bind_result(torch, node["id"], result, values)
+            if node["id"] == node_id:
+                target = result
+                for part in attr.split(".") if attr else []:
+                    target = getattr(target, part)
+                if getattr(target, "dtype", None) != torch.float64:
+                    return None
+                return target.detach().clone()
+    return None
+
+
+def _softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:
+    scaled = x * beta
+    with np.errstate(over="ignore"):
+        return np.where(scaled > threshold, x, np.log1p(np.exp(scaled)) / beta)
+
+
+def _reduce(fn: Any) -> Any:
+    def call(x: np.ndarray, dim: Any = None, keepdim: bool = False) -> np.ndarray:
+        axis = tuple(dim) if isinstance(dim, list) else dim
+        return np.asarray(fn(x, axis=axis, keepdims=keepdim))
+    return call
+
+
+# PyTorch op name (the last part of its target) -> an independent NumPy implementation
+NUMPY_OPS: dict[str, Any] = {
+    "exp": np.exp, "log": np.log, "log1p": np.log1p, "expm1": np.expm1, "tanh": np.tanh,
+    "sin": np.sin, "cos": np.cos, "sqrt": np.sqrt, "abs": np.abs, "neg": np.negative,
+    "sigmoid": lambda x: 1.0 / (1.0 + np.exp(-x)), "softplus": _softplus,
+    "relu": lambda x: np.maximum(x, 0.0), "sum": _reduce(np.sum), "mean": _reduce(np.mean),
+    "prod": _reduce(np.prod), "amax": _reduce(np.max), "amin": _reduce(np.min),
+    "matmul": np.matmul, "mm": np.matmul, "bmm": np.matmul, "mv": np.matmul,
+    "dot": np.dot, "add": np.add, "sub": np.subtract, "mul": np.multiply,
+    "div": np.divide,
+}
+_NUMPY_TARGETS = ("torch.", "torch.Tensor.", "torch.nn.functional.", "torch.special.",
+                  "torch.linalg.")
+
+
+def numpy_observations(program: Program, wide: Observations) -> Observations:
+    """Each call of the program whose op NUMPY_OPS implements, recomputed with NumPy in
+    float64 from the inputs the float64 reference observed: a value oracle that shares no
+    kernel with PyTorch. Calls it cannot recompute (other ops, non-literal arguments) are
+    left out."""
+    out: Observations = {}
+    for node in program["nodes"]:
+        if node["op"] not in ("call", "method"):
+            continue
+        target = node.get("target", "")
+        prefix, _, name = target.rpartition(".")
+        if prefix + "." not in _NUMPY_TARGETS or name not in NUMPY_OPS:
+            continue
+        try:
+            args = [_numpy_arg(a, wide) for a in node.get("args", [])]
+            kwargs = {k: _numpy_arg(v, wide) for k, v in node.get("kwargs", {}).items()}
+            with np.errstate(all="ignore"):
+                value = np.asarray(NUMPY_OPS[name](*args, **kwargs), dtype=np.float64)
+        except (TypeError, ValueError, KeyError):
+            continue
+        out[node["id"]] = {"t": "tensor", "dtype": "float64", "shape": list(value.shape),
+                           "data": value}
+    return out
+
+
+def _numpy_arg(value: Any, wide: Observations) -> Any:
+    if isinstance(value, dict):
+        if set(value) == {"tuple"} and isinstance(value["tuple"], list):
+            return tuple(_numpy_arg(v, wide) for v in value["tuple"])
+        if set(value) != {"ref"}:
+            raise ValueError("not a plain reference")
+        obs = wide[value["ref"]]
+        if obs.get("t") != "tensor" or obs.get("dtype") != "float64":
+            raise ValueError("not a float64 tensor")
+        return np.asarray(obs["data"], dtype=np.float64)
+    if isinstance(value, (list, tuple)):
+        return [_numpy_arg(v, wide) for v in value]
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    raise ValueError("not a literal")

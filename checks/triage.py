@@ -24,12 +24,27 @@ from .candidate import CandidateProcess
 from .compare import compare, tolerance
 from .engine import Observations, Program
 from .findings import Finding, Kind
-from .oracle import reference_observations
+from .oracle import (
+    FD_ATOL,
+    FD_EPS,
+    FD_RTOL,
+    finite_differences,
+    numpy_observations,
+    reference_observations,
+)
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .runtime.values import FLOAT_DTYPES
 
 MULTIPLIER = 2.0
+# Gradients against finite differences: torch.autograd.gradcheck's tolerances (FD_RTOL,
+# FD_ATOL), widened to the dtype's own tolerance for low-precision gradients.
+# float64 results: rounding noise when the sides are within NOISE_RELATIVE of each other (RMSE
+# over the result's RMS magnitude; two sides within NOISE_ULPS rounding steps of an independent
+# value always are); otherwise NumPy, when it implements the op, is the truth for the rule.
+NOISE_ULPS = 16
+NOISE_RELATIVE = 1e-12
+INDEPENDENT = ("reference-float64", "candidate-float64", "finite-differences", "numpy")
 EPS = {"float16": 9.77e-4, "bfloat16": 7.81e-3, "float32": 1.19e-7, "float64": 2.22e-16}
 
 
@@ -100,6 +115,11 @@ def oracle_observations(program: Program, candidate: CandidateProcess,
     # An oracle that cannot run (an op without float64 support, no mkldnn) gives no evidence.
     with contextlib.suppress(Exception):
         results["reference-float64"] = reference_observations(wide)
+    if "reference-float64" in results:
+        results["numpy"] = numpy_observations(program, results["reference-float64"])
+    if program.get("backward"):
+        with contextlib.suppress(Exception):
+            results["finite-differences"] = finite_differences(wide)
     with contextlib.suppress(Exception), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the flags context warns about oneDNN TF32 on CPU
         with torch.backends.mkldnn.flags(enabled=False):
@@ -138,7 +158,7 @@ def triage(program: Program, finding: Finding, ref: Observations, cand: Observat
     independent = {name: _sides(obs.get(key), ref.get(key, {"t": "value", "value": None}),
                                 cand.get(key, {"t": "value", "value": None}), rtol, atol)
                    for name, obs in oracles.items()
-                   if name not in ("reference-float64", "candidate-float64")}
+                   if name not in INDEPENDENT}
     evidence: dict[str, Any] = {"oracles": independent}
     if finding.kind in (Kind.MISSING_API, Kind.CANDIDATE_CRASH, Kind.CANDIDATE_TIMEOUT):
         return Triage(Verdict.CANDIDATE_BUG, f"the candidate {_what(finding.kind)}", evidence)
@@ -146,6 +166,23 @@ def triage(program: Program, finding: Finding, ref: Observations, cand: Observat
         return _exceptions(program, finding, oracles, evidence)
     ref_obs, cand_obs = ref.get(key), cand.get(key)
     wide = oracles.get("reference-float64", {}).get(key)
+    numeric_grad = oracles.get("finite-differences", {}).get(key)
+    if finding.kind is Kind.GRAD and _is_tensor(ref_obs) and _is_tensor(cand_obs) \
+            and _is_tensor(numeric_grad):
+        assert ref_obs is not None and cand_obs is not None and numeric_grad is not None
+        decided = _gradients(ref_obs, cand_obs, numeric_grad, wide, independent, evidence)
+        if decided is not None:
+            return decided
+    if _is_tensor(ref_obs) and _is_tensor(cand_obs) and ref_obs is not None \
+            and cand_obs is not None and ref_obs["dtype"] == "float64" \
+            and cand_obs["dtype"] == "float64" and finding.kind is not Kind.SHAPE:
+        exact = oracles.get("numpy", {}).get(key)
+        noise = _float64_noise(ref_obs, cand_obs, exact if _is_tensor(exact) else None,
+                               evidence)
+        if noise is not None:
+            return noise
+        if _is_tensor(exact):
+            wide = exact  # in float64 the reference's own float64 run is not independent
     if not (_is_tensor(ref_obs) and _is_tensor(cand_obs) and _is_tensor(wide)) \
             or finding.kind in (Kind.SHAPE, Kind.DTYPE):
         return _by_votes(independent, evidence, "no float64 value to measure against")
@@ -193,6 +230,90 @@ def _numeric(ref: dict[str, Any], cand: dict[str, Any], wide: dict[str, Any],
                       "framework with the reference", evidence)
     return Triage(Verdict.REFERENCE_SUSPECT, f"the reference is {_ratio(ref_err, cand_err)} "
                   "further from its own float64 result than the candidate", evidence)
+
+
+def _fd_error(grad: dict[str, Any], numeric: np.ndarray, rtol: float, atol: float
+              ) -> tuple[float, float]:
+    """The largest absolute difference from the numerical gradient, and the largest
+    ``|g - fd| / (atol + rtol |fd|)`` (at most 1: the gradient agrees, as gradcheck says)."""
+    got = np.asarray(grad["data"], dtype=np.float64)
+    if got.shape != numeric.shape:
+        return math.inf, math.inf
+    if got.size == 0:
+        return 0.0, 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(got - numeric)
+        ratio = diff / (atol + rtol * np.abs(numeric))
+    if not (np.isfinite(diff).all() and np.isfinite(ratio).all()):
+        return math.inf, math.inf
+    return float(diff.max()), float(ratio.max())
+
+
+def _gradients(ref: dict[str, Any], cand: dict[str, Any], numeric_obs: dict[str, Any],
+               wide: dict[str, Any] | None, independent: dict[str, str],
+               evidence: dict[str, Any]) -> Triage | None:
+    """Gradients judged by central differences in float64, which share no backward kernel
+    with either side; None when they do not decide (both or neither agree)."""
+    numeric = np.asarray(numeric_obs["data"], dtype=np.float64)
+    if not np.isfinite(numeric).all():
+        return None
+    dtype_rtol, dtype_atol = tolerance(ref["dtype"])
+    rtol, atol = max(FD_RTOL, dtype_rtol), max(FD_ATOL, dtype_atol)
+    ref_diff, ref_ratio = _fd_error(ref, numeric, rtol, atol)
+    cand_diff, cand_ratio = _fd_error(cand, numeric, rtol, atol)
+    evidence.update({"finite_differences_eps": FD_EPS, "finite_differences_rtol": rtol,
+                     "finite_differences_atol": atol,
+                     "reference_grad_error_vs_finite_differences": ref_diff,
+                     "candidate_grad_error_vs_finite_differences": cand_diff})
+    wide_ok = None
+    if _is_tensor(wide):
+        assert wide is not None
+        wide_diff, wide_ratio = _fd_error(wide, numeric, FD_RTOL, FD_ATOL)
+        evidence["reference_float64_grad_error_vs_finite_differences"] = wide_diff
+        wide_ok = wide_ratio <= 1
+    ref_ok, cand_ok = ref_ratio <= 1, cand_ratio <= 1
+    if cand_ok and not ref_ok:
+        if "reference" in [v for k, v in independent.items() if k.startswith("third:")]:
+            return Triage(Verdict.UNDETERMINED, "finite differences side with the candidate's "
+                          "gradient, a third framework with the reference's", evidence)
+        where = " (in float64 too: the backward formula, not rounding)" if wide_ok is False \
+            else ""
+        return Triage(Verdict.REFERENCE_SUSPECT, "the reference's gradient disagrees with "
+                      f"finite differences in float64{where}; the candidate's agrees",
+                      evidence)
+    if ref_ok and not cand_ok:
+        return Triage(Verdict.CANDIDATE_BUG, "the candidate's gradient disagrees with finite "
+                      "differences in float64; the reference's agrees", evidence)
+    return None
+
+
+def _float64_noise(ref: dict[str, Any], cand: dict[str, Any], exact: dict[str, Any] | None,
+                   evidence: dict[str, Any]) -> Triage | None:
+    """Two float64 results that differ by rounding only: within NOISE_RELATIVE of each
+    other, or both within NOISE_ULPS rounding steps of an independent (NumPy) value."""
+    ref_data = np.asarray(ref["data"], dtype=np.float64)
+    cand_data = np.asarray(cand["data"], dtype=np.float64)
+    if ref_data.shape != cand_data.shape:
+        return None
+    finite = ref_data[np.isfinite(ref_data)]
+    scale = float(np.sqrt(np.mean(finite ** 2))) if finite.size else 0.0
+    if scale == 0.0:
+        return None
+    apart = rmse(ref_data, cand_data) / scale
+    evidence["float64_relative_difference"] = apart
+    if apart <= NOISE_RELATIVE:
+        return Triage(Verdict.TOLERANCE_NOISE, f"the two float64 results differ by {apart:.3g}"
+                      f" relative (at most {NOISE_RELATIVE:g}): rounding", evidence)
+    if exact is None:
+        return None
+    ulp = EPS["float64"] * scale
+    ref_ulps = rmse(exact["data"], ref_data) / ulp
+    cand_ulps = rmse(exact["data"], cand_data) / ulp
+    evidence.update({"reference_ulps_vs_numpy": ref_ulps, "candidate_ulps_vs_numpy": cand_ulps,
+                     "noise_ulps": NOISE_ULPS})
+    # Both sides within NOISE_ULPS of NumPy would put them within NOISE_RELATIVE of each
+    # other, decided above; here NumPy replaces the reference's own float64 run as the truth.
+    return None
 
 
 def _ratio(worse: float, better: float) -> str:

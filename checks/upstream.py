@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import functools
+import re
 import subprocess
 import sys
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+from .engine import Program
+from .findings import Finding
 from .markdown import inline
+from .oracle import FD_ATOL, FD_EPS, FD_RTOL
 from .report import environment
+from .repro import body, run_script, variable_names
 
 DEFAULT_TRACKER = "pytorch/pytorch"
 URL_LIMIT = 8000
@@ -65,3 +70,116 @@ def draft(finding: dict[str, Any], reference_only: str, output: str, candidate: 
         candidate=candidate, versions=versions if versions is not None else collect_env(),
         evidence=finding["evidence"])
     return Draft(title=inline(title, 200), body=body, url=new_issue_url(tracker, title, body))
+
+
+GRADCHECK = '''"""{op}: the gradient disagrees with finite differences, on PyTorch alone.
+
+This script computes the gradient of {op} in float64 with autograd and with central
+differences (step {eps:g}, as torch.autograd.gradcheck does) and compares them
+(rtol={rtol:g}, atol={atol:g}).
+The last line of output is machine-readable: alignbot-repro: {{"status": ..., "result": ...}}
+"""
+
+import json
+import sys
+
+import torch
+
+EPS = {eps!r}
+NUDGE = {{}}  # variable name -> (flat index, step) for the finite differences
+LOSS = [0.0]
+
+
+def nudge(name, t):
+    if name in NUDGE:
+        index, step = NUDGE[name]
+        with torch.no_grad():
+            t = t.detach().clone()
+            t.view(-1)[index] += step
+        t.requires_grad_()
+    return t
+
+
+def case(dtype):
+{body}
+
+
+def numerical(name, size):
+    out = torch.zeros(size, dtype=torch.float64)
+    for index in range(size):
+        values = []
+        for step in (EPS, -EPS):
+            NUDGE.clear()
+            NUDGE[name] = (index, step)
+            case(torch.float64)
+            values.append(LOSS[0])
+        out[index] = (values[0] - values[1]) / (2 * EPS)
+    NUDGE.clear()
+    return out
+
+
+def main():
+    analytic = case(torch.float64)
+    problems = []
+    for name in {leaves!r}:
+        grad = analytic["grad " + name].detach().double()
+        numeric = numerical(name, grad.numel()).reshape(grad.shape)
+        print(f"grad {{name}} (autograd):", grad, f"grad {{name}} (finite differences):",
+              numeric, sep="\\n")
+        try:
+            torch.testing.assert_close(grad, numeric, rtol={rtol!r}, atol={atol!r})
+        except AssertionError as exc:
+            problems.append(f"grad {{name}}: autograd and finite differences disagree: {{exc}}")
+    for problem in problems:
+        print(problem)
+    result = ("autograd and finite differences disagree" if problems
+              else "autograd and finite differences agree")
+    print("alignbot-repro:", json.dumps({{"status": "mismatch" if problems else "agree",
+                                         "result": result}}))
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
+'''
+_GRAD_CALL = re.compile(r"^grads = torch\.autograd\.grad\(\[(.*?)\], \[(.*?)\], \[(.*?)\]")
+
+
+def gradcheck_script(program: Program, finding: Finding, eps: float = FD_EPS,
+                     rtol: float = FD_RTOL, atol: float = FD_ATOL) -> str | None:
+    """PyTorch alone, in float64: autograd's gradient against central differences of
+    ``sum(output * grad_out)``; None where the program's gradients are not all with respect
+    to inputs (module parameters, intermediates) or its backward is not one autograd call."""
+    plan = program.get("backward") or {}
+    if not plan or any(":" in key for key in plan["wrt"]) or plan.get("intermediates"):
+        return None
+    names = variable_names(program)
+    leaves = [names[key] for key in plan["wrt"] if key in names]
+    lines, _ = body(program, finding, float_dtype="dtype")
+    calls = [i for i, line in enumerate(lines) if _GRAD_CALL.match(line)]
+    if len(leaves) != len(plan["wrt"]) or len(calls) != 1:
+        return None
+    match = _GRAD_CALL.match(lines[calls[0]])
+    assert match is not None
+    loss = ["LOSS[0] = sum(float((o.detach().double() * g.double()).sum())",
+            f"              for o, g in zip([{match[1]}], [{match[3]}]))"]
+    out: list[str] = []
+    for index, line in enumerate(lines):
+        if index == calls[0]:
+            out.extend(loss)
+        out.append(line)
+        assigned = re.match(r"^(\w+) = ", line)
+        if assigned and assigned[1] in leaves:
+            out.append(f"{assigned[1]} = nudge({assigned[1]!r}, {assigned[1]})")
+    return GRADCHECK.format(op=finding.op, eps=eps, rtol=rtol, atol=atol, leaves=leaves,
+                            body="\n".join("    " + line for line in out))
+
+
+def gradcheck_repro(program: Program, finding: Finding, timeout: float = 120.0
+                    ) -> tuple[str, int, str] | None:
+    """The gradcheck script, the exit status and output of one run in a fresh interpreter."""
+    script = gradcheck_script(program, finding)
+    if script is None:
+        return None
+    code, output = run_script(script, timeout=timeout)
+    return script, code, output

@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from checks.findings import Finding, Kind
-from checks.triage import Verdict, rmse, to_float64, triage
+from checks.oracle import finite_differences, numpy_observations, reference_observations
+from checks.repro import run_script
+from checks.triage import NOISE_ULPS, Verdict, rmse, to_float64, triage
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 def _t(values: list[float], dtype: str = "float32") -> dict[str, Any]:
@@ -104,3 +114,118 @@ def test_to_float64_widens_inputs_dtypes_and_modules() -> None:
     assert wide["nodes"][3]["name"] == "double"
     assert wide["nodes"][-1]["kwargs"]["dtype"] == {"dtype": "float64"}
     assert program["nodes"][0]["dtype"] == "float32"  # the original is left alone
+
+
+def _grad_triage(ref: list[float], cand: list[float], numeric: list[float],
+                 wide: list[float], dtype: str = "float32") -> Any:
+    oracles = {"finite-differences": {"grad:v0": _t(numeric, "float64")},
+               "reference-float64": {"grad:v0": _t(wide, "float64")}}
+    finding = Finding(Kind.GRAD, "torch.op", "t.spec", "m", {"nodes": []}, key="grad:v0")
+    return triage({"nodes": []}, finding, {"grad:v0": _t(ref, dtype)},
+                  {"grad:v0": _t(cand, dtype)}, oracles)
+
+
+def test_finite_differences_blame_a_backward_wrong_in_float64_too() -> None:
+    # the reference's float64 gradient repeats its bug: only finite differences see it
+    result = _grad_triage([1.5, 0.6], [1.0, 0.4], [1.0, 0.4], [1.5, 0.6])
+    assert result.verdict is Verdict.REFERENCE_SUSPECT
+    assert result.evidence["reference_grad_error_vs_finite_differences"] == pytest.approx(0.5)
+    assert result.evidence["candidate_grad_error_vs_finite_differences"] < 1e-6
+    assert result.evidence["reference_float64_grad_error_vs_finite_differences"] \
+        == pytest.approx(0.5)
+    assert "float64 too" in result.reason
+    flipped = _grad_triage([1.0, 0.4], [1.5, 0.6], [1.0, 0.4], [1.0, 0.4])
+    assert flipped.verdict is Verdict.CANDIDATE_BUG
+
+
+def test_finite_differences_that_agree_with_both_leave_the_float64_rule() -> None:
+    result = _grad_triage([1.0, 0.4], [1.0001, 0.4], [1.0, 0.4], [1.0, 0.4])
+    assert "finite_differences_eps" in result.evidence
+    assert "finite differences" not in result.reason
+
+
+def test_float64_rounding_is_noise_and_a_real_float64_difference_is_not() -> None:
+    big = [1.0e9, 2.5]
+    noise = triage({"nodes": []}, _finding(Kind.VALUE), {"v1": _t(big, "float64")},
+                   {"v1": _t([1.0e9 + 1e-7, 2.5], "float64")},
+                   {"reference-float64": {"v1": _t(big, "float64")}})
+    assert noise.verdict is Verdict.TOLERANCE_NOISE
+    assert noise.evidence["float64_relative_difference"] < 1e-12
+    exact = np.array([1.0, 2.0]) / 3
+    close = list(exact * (1 + 4e-16))
+    # in float64 the reference's own float64 run is no witness: NumPy is
+    ulps = triage({"nodes": []}, _finding(Kind.VALUE),
+                  {"v1": _t(list(exact * (1 + 1e-6)), "float64")},
+                  {"v1": _t(close, "float64")},
+                  {"reference-float64": {"v1": _t(list(exact * (1 + 1e-6)), "float64")},
+                   "numpy": {"v1": _t(list(exact), "float64")}})
+    assert ulps.verdict is Verdict.REFERENCE_SUSPECT
+    assert ulps.evidence["candidate_ulps_vs_numpy"] <= NOISE_ULPS
+    wrong = triage({"nodes": []}, _finding(Kind.VALUE), {"v1": _t(list(exact), "float64")},
+                   {"v1": _t(list(exact * (1 + 1e-6)), "float64")},
+                   {"reference-float64": {"v1": _t(list(exact), "float64")},
+                    "numpy": {"v1": _t(list(exact), "float64")}})
+    assert wrong.verdict is Verdict.CANDIDATE_BUG
+    assert wrong.evidence["candidate_ulps_vs_numpy"] > NOISE_ULPS
+
+
+def _call_program(target: str, kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {"seed": 0, "nodes": [
+        {"id": "v0", "op": "input", "dtype": "float64", "shape": [2, 3], "requires_grad": True,
+         "recipe": {"kind": "pattern", "pattern": "arange"}},
+        {"id": "v1", "op": "call", "target": target, "args": [{"ref": "v0"}],
+         "kwargs": kwargs or {}}],
+        "backward": {"outputs": ["v1"], "wrt": ["v0"], "intermediates": [],
+                     "seeds": [{"kind": "pattern", "pattern": "ones"}]}}
+
+
+def test_finite_differences_match_the_derivative() -> None:
+    program = _call_program("torch.tanh")
+    numeric = finite_differences(program)["grad:v0"]["data"]
+    x = reference_observations(program)["v0"]["data"]
+    np.testing.assert_allclose(numeric, 1 - np.tanh(x) ** 2, rtol=1e-6, atol=1e-9)
+
+
+def test_numpy_recomputes_softplus_with_beta_and_threshold() -> None:
+    program = _call_program("torch.nn.functional.softplus", {"beta": 2.0, "threshold": 3.0})
+    wide = reference_observations(program)
+    value = numpy_observations(program, wide)["v1"]["data"]
+    np.testing.assert_allclose(value, wide["v1"]["data"], rtol=1e-12)
+    x = wide["v0"]["data"]
+    assert (value[x * 2 > 3] == x[x * 2 > 3]).all()
+    assert "v1" not in numpy_observations(_call_program("torch.erfinv"), wide)
+
+
+def _buggy_backward_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(FIXTURES / "buggy_backward_reference")
+    return env
+
+
+def test_a_backward_bug_of_the_reference_is_caught_by_finite_differences(
+        tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "checks.cli", "check", "--prelude",
+         (FIXTURES / "correct_tanh.py").read_text(), "--spec-file",
+         str(FIXTURES / "planted_specs.py"), "--ops", "tanh_backward", "--json", str(path),
+         "--no-progress"], env=_buggy_backward_env(), capture_output=True, text=True,
+        timeout=600)
+    assert proc.returncode == 1, proc.stderr
+    (finding,) = json.loads(path.read_text())["findings"]
+    assert finding["kind"] == "grad-mismatch" and finding["verdict"] == "reference-suspect"
+    evidence = finding["evidence"]
+    assert evidence["reference_grad_error_vs_finite_differences"] > 0.1
+    assert evidence["reference_float64_grad_error_vs_finite_differences"] > 0.1
+    assert evidence["candidate_grad_error_vs_finite_differences"] < 1e-5
+    assert finding["repro_reference_only_verified"] is True
+    assert "### 🐛 Describe the bug" in finding["upstream_draft"]
+    assert finding["repro_reference_only"] in finding["upstream_draft"]
+    script = finding["repro_reference_only"]
+    code, output = run_script(script, env=_buggy_backward_env())
+    assert code == 1 and "autograd and finite differences disagree" in output
+    code, output = run_script(script)
+    assert code == 0, output  # real PyTorch's tanh backward is right
+    lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "-"],
+                          input=script, capture_output=True, text=True)
+    assert lint.returncode == 0, lint.stdout

@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from checks.upstream import URL_LIMIT, draft, new_issue_url
+from checks.findings import Finding, Kind
+from checks.upstream import URL_LIMIT, draft, gradcheck_repro, gradcheck_script, new_issue_url
 
 
 def _finding(message: str) -> dict[str, Any]:
@@ -47,3 +48,25 @@ def test_new_issue_url_is_prefilled_and_fits() -> None:
     long_url = new_issue_url("pytorch/pytorch", "t", "x" * 50_000)
     assert len(long_url) <= URL_LIMIT
     assert "full text is in the alignbot report" in parse_qs(urlparse(long_url).query)["body"][0]
+
+
+def _grad_program(wrt: str) -> dict[str, Any]:
+    return {"seed": 0, "nodes": [
+        {"id": "v0", "op": "input", "dtype": "float32", "shape": [2, 2], "requires_grad": True,
+         "recipe": {"kind": "pattern", "pattern": "arange"}},
+        {"id": "v1", "op": "call", "target": "torch.sigmoid", "args": [{"ref": "v0"}],
+         "kwargs": {}}],
+        "backward": {"outputs": ["v1"], "wrt": [wrt], "intermediates": [],
+                     "seeds": [{"kind": "pattern", "pattern": "ones"}]}}
+
+
+def test_gradcheck_script_agrees_on_a_correct_backward() -> None:
+    program = _grad_program("v0")
+    finding = Finding(Kind.GRAD, "torch.sigmoid", "t.spec", "m", program, key="grad:v0")
+    result = gradcheck_repro(program, finding)
+    assert result is not None
+    script, code, output = result
+    assert "x = nudge('x', x)" in script
+    assert code == 0 and "autograd and finite differences agree" in output, output
+    # gradients of module parameters are not nudged by the script: no gradcheck for them
+    assert gradcheck_script(_grad_program("v0:weight"), finding) is None
