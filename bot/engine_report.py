@@ -19,11 +19,13 @@ MAX_SPECS = 10_000
 MAX_ORACLES = 32
 MAX_COUNT = 10**9
 MAX_SEED = 2**63 - 1
+MAX_EXAMPLES = 5
 
 Name = Annotated[str, StringConstraints(max_length=300)]  # a spec, op, observation or node
 Line = Annotated[str, StringConstraints(max_length=10_000)]  # a reason, claim or title
 Message = Annotated[str, StringConstraints(max_length=100_000)]
 Script = Annotated[str, StringConstraints(max_length=1_000_000)]  # a repro, its output, a draft
+Example = Annotated[str, StringConstraints(max_length=2_000)]  # one merged draw's message
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{12}$")]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 # a float the engine wrote as repr() because JSON has no inf or nan (checks/report.py _finite)
@@ -47,6 +49,16 @@ class Evidence(_Strict):
     multiplier: Measure | None = None
     floor: Measure | None = None
     float64: Literal["reference", "candidate", "neither"] | None = None
+    finite_differences_eps: Measure | None = None
+    finite_differences_rtol: Measure | None = None
+    finite_differences_atol: Measure | None = None
+    reference_grad_error_vs_finite_differences: Measure | None = None
+    candidate_grad_error_vs_finite_differences: Measure | None = None
+    reference_float64_grad_error_vs_finite_differences: Measure | None = None
+    float64_relative_difference: Measure | None = None
+    reference_ulps_vs_numpy: Measure | None = None
+    candidate_ulps_vs_numpy: Measure | None = None
+    noise_ulps: Measure | None = None
     spec_declares_invalid_input: bool | None = None
     third_frameworks_raise: list[bool] | None = Field(default=None, max_length=MAX_ORACLES)
     no_draft: Line | None = None
@@ -70,6 +82,8 @@ class EngineFinding(_Strict):
     observation: Name
     node: Name
     program: dict[str, Any]
+    signature: Line | None = None  # what failed, without values (checks/findings.py)
+    examples: list[Example] | None = Field(default=None, max_length=MAX_EXAMPLES)
     max_abs: Measure | None = None
     max_rel: Measure | None = None
     repro: Script | None = None

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from .candidate import CandidateProcess, RunOutcome
 from .dsl import DrawContext
-from .findings import BACKWARD_OP, Finding, Kind, judge
+from .findings import BACKWARD_OP, Finding, Kind, judge, mask
 from .runtime.replay import seed as seed_reference
 from .spec import Spec
 from .trace import SpecError, TorchProxy, Tracer
@@ -97,9 +97,11 @@ def outcome_finding(spec: Spec, program: Program, outcome: RunOutcome) -> Findin
         op, node = "worker", ""
     kind = Kind.CANDIDATE_TIMEOUT if outcome.died == "timeout" else Kind.CANDIDATE_CRASH
     detail = outcome.detail
+    signature = mask(detail.split("; stderr:", 1)[0])  # how it died, not what it printed
     if key and node:
         detail = f"in the backward of {op} ({node}): {detail}"
-    return Finding(kind, op, spec.name, detail, program, key=key, node=node)
+    return Finding(kind, op, spec.name, detail, program, key=key, node=node,
+                   signature=signature)
 
 
 def evaluate(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,
@@ -155,7 +157,8 @@ def _size(program: Program) -> tuple[int, int]:
 def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int | None = None,
           on_spec: Callable[[Spec, int], None] | None = None,
           on_program: Callable[[int, int], None] | None = None) -> CheckResult:
-    """Check every spec; findings with one fingerprint are merged, keeping the smallest program.
+    """Check every spec; findings with one fingerprint are merged, keeping the smallest program,
+    a count and the first few distinct messages.
     ``on_program(judged, findings)`` runs after each program is judged. Ctrl-C raises
     :class:`Interrupted` with the findings so far (``complete`` False)."""
     import torch
@@ -179,15 +182,17 @@ def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int 
             if known is None:
                 merged[finding.fingerprint] = finding
             elif _size(finding.program) < _size(known.program):
-                finding.count = known.count + 1
+                known.merge(finding)
+                finding.count, finding.examples = known.count, known.examples
                 merged[finding.fingerprint] = finding
             else:
-                known.count += 1
+                known.merge(finding)
         if on_program is not None:
             on_program(judged[0], len(merged))
 
     def collected() -> list[Finding]:
-        return sorted(merged.values(), key=lambda f: (f.spec, f.op, f.kind.value))
+        return sorted(merged.values(),
+                      key=lambda f: (f.spec, f.op, f.kind.value, f.signature, f.key))
 
     try:
         for position, spec in enumerate(specs):

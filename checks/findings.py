@@ -26,6 +26,11 @@ class Kind(StrEnum):
 
 
 BACKWARD_OP = "torch.autograd.grad"
+# kinds whose signature ends with the keyword names of the call (`` kw=[beta]``)
+MISMATCH_KINDS = frozenset({Kind.VALUE, Kind.GRAD, Kind.SHAPE, Kind.DTYPE, Kind.STATE})
+_KEYWORDS = re.compile(r" kw=\[[^\]]*\]$")
+MAX_EXAMPLES = 5  # distinct messages a merged finding keeps
+MAX_EXAMPLE_CHARS = 1000
 
 
 @dataclass
@@ -41,20 +46,149 @@ class Finding:
     node: str = ""
     count: int = 1
     extra: dict[str, Any] = field(default_factory=dict)
+    signature: str = ""  # what failed, without values: see :func:`signature`
+    examples: list[str] = field(default_factory=list)  # distinct messages of merged draws
+
+    def __post_init__(self) -> None:
+        if not self.examples:
+            self.examples = [_example(self.message)]
+
+    @property
+    def identity(self) -> tuple[str, str, bool, str]:
+        """The bug: its kind, op, whether a backward raised (not the same bug as its forward
+        raising) and the signature of the failure."""
+        return self.kind.value, self.op, self.key == "backward", self.signature
 
     @property
     def fingerprint(self) -> str:
-        """Stable across runs and draws: the same kind of divergence at the same op (in its
-        backward, for a backward that raised: not the same bug as its forward raising)."""
-        where = "|backward" if self.key == "backward" else ""
-        return hashlib.sha256(f"{self.kind.value}|{self.op}{where}".encode()).hexdigest()[:12]
+        """Stable across runs and draws: a digest of :attr:`identity`."""
+        kind, op, backward, sig = self.identity
+        where = "|backward" if backward else ""
+        return hashlib.sha256(f"{kind}|{op}{where}|{sig}".encode()).hexdigest()[:12]
+
+    @property
+    def core(self) -> tuple[str, str, bool, str]:
+        """:attr:`identity` without the keyword names a mismatching call passes: what
+        simplifying keeps while it drops the keyword arguments the bug does not need."""
+        kind, op, backward, sig = self.identity
+        if self.kind in MISMATCH_KINDS:
+            sig = _KEYWORDS.sub("", sig)
+        return kind, op, backward, sig
+
+    def same_bug(self, other: Finding) -> bool:
+        """``other`` shows this bug: same kind, op and signature."""
+        return self.identity == other.identity
+
+    def merge(self, other: Finding) -> None:
+        """Count ``other`` (a draw of the same bug) and keep its message if it is new."""
+        self.count += other.count
+        for example in other.examples:
+            if len(self.examples) >= MAX_EXAMPLES:
+                break
+            if example not in self.examples:
+                self.examples.append(example)
 
     def to_json(self) -> dict[str, Any]:
         data = {"fingerprint": self.fingerprint, "kind": self.kind.value, "op": self.op,
                 "spec": self.spec, "message": self.message, "count": self.count,
-                "observation": self.key, "node": self.node, "program": self.program}
+                "observation": self.key, "node": self.node, "program": self.program,
+                "signature": self.signature, "examples": list(self.examples)}
         data.update(self.extra)
         return data
+
+
+def _example(message: str) -> str:
+    return message if len(message) <= MAX_EXAMPLE_CHARS else \
+        message[:MAX_EXAMPLE_CHARS - 1] + "\u2026"
+
+
+_QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
+_HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\w)")
+_DTYPE = re.compile(r"\b(?:torch\.\w+|(?:Complex)?(?:Float|Double|Half|BFloat16|Long|Int|Short"
+                    r"|Char|Byte|Bool)|u?int\d+|float\d+|bfloat16|complex\d+|bool)\b")
+_GROUP = re.compile(r"[\[(][^\[\]()]*[\])]")
+_MASKED_GROUP = re.compile(r"([\[(])[\s#,]*([\])])")
+MAX_SIGNATURE_CHARS = 300
+
+
+def mask(message: str) -> str:
+    """An error message without its values: quoted names, numbers, shapes, sizes and the
+    dtypes listed in brackets become ``#`` (``Expected weight to be of shape [#] but got
+    [#]``)."""
+    text = " ".join(str(message).split())
+    text = _QUOTED.sub(lambda m: m.group()[0] + "#" + m.group()[0], text)
+    text = _HEX.sub("#", text)
+    text = _NUMBER.sub("#", text)
+    text = _GROUP.sub(lambda m: _DTYPE.sub("#", m.group()), text)
+    text = _MASKED_GROUP.sub(r"\1#\2", text)
+    return text[:MAX_SIGNATURE_CHARS]
+
+
+def error_signature(obs: dict[str, Any]) -> str:
+    """``RuntimeError: Expected weight to be of shape [#] but got [#]``."""
+    return f"{obs.get('type') or 'error'}: {mask(str(obs.get('message') or ''))}"
+
+
+def _call_keywords(program: dict[str, Any], node: dict[str, Any]) -> list[str]:
+    """The keyword names a call passes, with its module's constructor keywords."""
+    nodes = {n["id"]: n for n in program["nodes"]}
+    names = set(node.get("kwargs") or {})
+    if node.get("op") == "invoke":
+        for ref in _refs(node.get("args", [])[:1]):
+            module = nodes.get(ref)
+            if module is not None and module.get("op") == "module":
+                names |= set(module.get("kwargs") or {})
+    return sorted(names)
+
+
+def _position(node: dict[str, Any], value: str) -> str:
+    """Which argument of ``node`` holds ``value`` (``arg0``, ``weight``, ``arg0:bias`` for a
+    module's parameter), else ``?``."""
+    def holds(arg: Any) -> str | None:
+        for ref in _refs(arg):
+            if value == ref:
+                return ""
+            if value.startswith(ref + ":"):
+                return value[len(ref):]
+        return None
+
+    for index, arg in enumerate(node.get("args") or []):
+        suffix = holds(arg)
+        if suffix is not None:
+            return f"arg{index}{suffix}"
+    for name in sorted(node.get("kwargs") or {}):
+        suffix = holds(node["kwargs"][name])
+        if suffix is not None:
+            return f"{name}{suffix}"
+    return "?"
+
+
+def role(program: dict[str, Any], key: str, node_id: str) -> str:
+    """What diverged, relative to the blamed call and without internal ids: ``out``,
+    ``out.1``, ``self``, ``state.running_mean``, ``final:arg0``, ``grad:arg1``, ``grad:out``."""
+    nodes = {n["id"]: n for n in program["nodes"]}
+    node = nodes.get(node_id, {})
+    if key.startswith(("grad:", "final:")):
+        head, value = key.split(":", 1)
+        if node_of(value) == node_id:
+            rest = value[len(node_id):]
+            return f"{head}:out{rest}" if rest[:1] != ":" else f"{head}:param{rest}"
+        return f"{head}:{_position(node, value)}"
+    if "!" in key:
+        return key.split("!", 1)[1]
+    return "out" + key[len(node_of(key)):]
+
+
+def mismatch_signature(program: dict[str, Any], key: str, node_id: str,
+                       obs: dict[str, Any] | None) -> str:
+    """``out float32 kw=[beta,threshold]``: the role, the reference's dtype (or kind of
+    value), and the keyword names the blamed call passes."""
+    nodes = {n["id"]: n for n in program["nodes"]}
+    obs = obs or {}
+    dtype = obs.get("dtype") or obs.get("t") or "none"
+    keywords = _call_keywords(program, nodes[node_id]) if node_id in nodes else []
+    return f"{role(program, key, node_id)} {dtype} kw=[{','.join(keywords)}]"
 
 
 def describe_key(key: str) -> str:
@@ -114,8 +248,10 @@ def judge(program: dict[str, Any], ref: dict[str, dict[str, Any]],
         if mismatch.max_abs is not None:
             extra = {"max_abs": mismatch.max_abs, "max_rel": mismatch.max_rel}
         message = f"{describe_key(key)}: {mismatch.message}"
-        return Finding(_kind_for(key, mismatch), op, spec, message, program, key, node_id,
-                       extra=extra)
+        kind = _kind_for(key, mismatch)
+        return Finding(kind, op, spec, message, program, key, node_id, extra=extra,
+                       signature=_signature(program, kind, key, node_id, ref.get(key),
+                                            cand.get(key)))
 
     forward = [k for k in ref if not k.startswith(("grad:", "final:"))
                and k not in ("backward", AUTOGRAD_KEY)]
@@ -149,6 +285,15 @@ def judge(program: dict[str, Any], ref: dict[str, dict[str, Any]],
     return finding(key, bad[key], blamed_node["id"], blamed_node.get("target", "input"))
 
 
+def _signature(program: dict[str, Any], kind: Kind, key: str, node_id: str,
+               ref: dict[str, Any] | None, cand: dict[str, Any] | None) -> str:
+    if kind is Kind.REFERENCE_ERROR:
+        return error_signature(ref or {})
+    if kind in (Kind.CANDIDATE_ERROR, Kind.MISSING_API):
+        return error_signature(cand or {})
+    return mismatch_signature(program, key, node_id, ref)
+
+
 def _backward_raised(program: dict[str, Any], ref: dict[str, dict[str, Any]],
                      cand: dict[str, dict[str, Any]], mismatch: Mismatch,
                      finding: Any, spec: str) -> Finding:
@@ -164,7 +309,7 @@ def _backward_raised(program: dict[str, Any], ref: dict[str, dict[str, Any]],
     message = (f"the backward of {op} ({node['id']}) raised {obs.get('type')}: "
                f"{obs.get('message')} on the {side}; the {other}'s backward ran")
     return Finding(_kind_for("backward", mismatch), op, spec, message, program, "backward",
-                   node["id"])
+                   node["id"], signature=error_signature(obs))
 
 
 _BACKWARD_NAME = re.compile(r"\b_*([A-Za-z][A-Za-z0-9]*?)Backward\d*\b"

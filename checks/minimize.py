@@ -9,7 +9,7 @@ from typing import Any
 from . import repro as repros
 from .candidate import CandidateConfig, CandidateProcess
 from .engine import Program
-from .findings import Finding, Kind
+from .findings import MISMATCH_KINDS, Finding, Kind
 from .isolate import slice_program
 from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
 from .runtime.values import FLOAT_DTYPES
@@ -17,7 +17,7 @@ from .shrink import Shrinker
 from .simplify import Simplifier
 from .spec import Spec
 from .triage import Triage, Verdict, oracle_observations, triage
-from .upstream import DEFAULT_TRACKER, draft
+from .upstream import DEFAULT_TRACKER, draft, gradcheck_repro
 
 
 @dataclass
@@ -46,15 +46,15 @@ class _CountingBudget(Budget):
 def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Budget
            ) -> tuple[Program, Finding, Program]:
     """The shrunk drawn program, and the smallest program (sliced, simplified) that still
-    shows the same fingerprint."""
+    shows the same bug (:meth:`Finding.same_bug`: kind, op and signature)."""
     oracle = Oracle(spec, candidate, budget)
     best = Shrinker(oracle, finding).run()
     program, current = best.program, best
     try:
         for keep_grad in (True, False):
             sliced = slice_program(program, current, keep_grad)
-            found = oracle.same(sliced, current.fingerprint) if sliced else None
-            if sliced is not None and found is not None:
+            found = oracle.program(sliced) if sliced else None
+            if sliced is not None and found is not None and finding.same_bug(found):
                 program, current = sliced, found
                 break
     except BudgetSpent:
@@ -102,6 +102,14 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     reference_only, alone_code, alone_output = repros.reference_only(
         program, current, mode, claim, rtol, atol, dtype=dtype,
         declared_invalid=bool(program.get("expect_raise")))
+    if verdict.verdict is Verdict.REFERENCE_SUSPECT \
+            and "reference_grad_error_vs_finite_differences" in verdict.evidence:
+        # decided by finite differences: the PyTorch-alone script is a gradcheck in float64
+        checked_grad = gradcheck_repro(program, current)
+        if checked_grad is not None:
+            reference_only, alone_code, alone_output = checked_grad
+            claim = "the gradient disagrees with finite differences (as gradcheck computes them)"
+            expected = "the finite-difference gradient, which the other implementation matches"
     evidence = {**verdict.evidence, "claim": claim, "expected": expected}
     fields: dict[str, Any] = {
         "program": shrunk, "repro_program": program, "message": current.message,
@@ -110,6 +118,7 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
         "repro_reference_only": reference_only, "verdict": verdict.verdict.value,
         "verdict_reason": verdict.reason, "evidence": evidence, "upstream_draft": None,
         "upstream_title": None, "upstream_url": None, "shrink": shrink,
+        "signature": current.signature,
     }
     if verdict.verdict is Verdict.REFERENCE_SUSPECT:
         # A draft goes upstream only when PyTorch alone shows the problem in a fresh
@@ -153,6 +162,26 @@ def minimize_all(findings: list[Finding], specs: list[Spec], candidate: Candidat
             continue
         finding.program = fields.pop("program")
         finding.message = fields.pop("message")
+        signature = fields.pop("signature")
+        if finding.kind in MISMATCH_KINDS:  # the keywords the minimized call still needs
+            finding.signature = signature
         if not timings:
             fields["shrink"]["seconds"] = None
         finding.extra.update(fields, minimize_error=None)
+    _merge_same_bugs(findings)
+
+
+def _merge_same_bugs(findings: list[Finding]) -> None:
+    """Findings that minimized to the same bug (a draw that passed two keywords, of which
+    the bug needs one) become one, in place; the first keeps its repro."""
+    kept: dict[str, Finding] = {}
+    for finding in findings:
+        twin = kept.get(finding.fingerprint)
+        if twin is None:
+            kept[finding.fingerprint] = finding
+        elif finding.extra.get("repro_verified") and not twin.extra.get("repro_verified"):
+            finding.merge(twin)  # the one with a verified repro stays, in the first's place
+            kept[finding.fingerprint] = finding
+        else:
+            twin.merge(finding)
+    findings[:] = list(kept.values())

@@ -1,4 +1,4 @@
-"""Shrink a finding's drawn choices with Hypothesis while the same fingerprint still fails."""
+"""Shrink a finding's drawn choices with Hypothesis while the same bug still fails."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from .findings import Finding
 from .oracle import BudgetSpent, Oracle
 from .trace import SpecError
 
-_ORIGIN = InterestingOrigin.from_exception(AssertionError("alignbot fingerprint"))
+_ORIGIN = InterestingOrigin.from_exception(AssertionError("alignbot bug identity"))
 _SETTINGS = settings(database=None, deadline=None, phases=[Phase.shrink],
                      suppress_health_check=list(HealthCheck), max_examples=10**6)
 
@@ -25,8 +25,9 @@ _SETTINGS = settings(database=None, deadline=None, phases=[Phase.shrink],
 class Shrinker:
     """Replays the recorded choices as a Hypothesis test case, then lets Hypothesis' own
     shrinker minimise them. A candidate test case counts as failing only when it shows the
-    *same* fingerprint (same kind at the same op): a float mismatch may not slip into a crash
-    or a shape error. Every test case is one oracle call, so the budget bounds the whole pass.
+    *same* bug (same kind, op and signature: :meth:`Finding.same_bug`): a float mismatch may
+    not slip into a crash, a shape error, another output or another error message of the same
+    op. Every test case is one oracle call, so the budget bounds the whole pass.
     """
 
     def __init__(self, oracle: Oracle, finding: Finding) -> None:
@@ -43,7 +44,7 @@ class Shrinker:
             finding = self.oracle.traced(program, ref)
         except BudgetSpent:
             raise RunIsComplete from None
-        if finding is None or finding.fingerprint != self.target.fingerprint:
+        if finding is None or not self.target.same_bug(finding):
             return
         key = sort_key(data.nodes)
         if self._best_key is None or key < self._best_key:
@@ -58,5 +59,5 @@ class Shrinker:
                 runner.shrink(first, lambda d: d.status == Status.INTERESTING)
         except RunIsComplete:
             pass
-        self.best.count = self.target.count
+        self.best.count, self.best.examples = self.target.count, list(self.target.examples)
         return self.best

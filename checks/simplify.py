@@ -1,6 +1,7 @@
 """Try simpler values that keep the failure: patterns, small integers, fewer arguments.
 
-Each attempt is one oracle call and is kept only when the same fingerprint still fails, so
+Each attempt is one oracle call and is kept only when the same bug still fails (kind, op and
+signature, up to the keyword names of the failing call, which this is allowed to drop), so
 the result is never a different bug. Passes run in a fixed order and stop at the budget.
 """
 
@@ -50,7 +51,7 @@ class Simplifier:
         self.oracle, self.program, self.finding = oracle, program, finding
 
     def _try(self, candidate: Program) -> bool:
-        found = self.oracle.same(candidate, self.finding.fingerprint)
+        found = self.oracle.same(candidate, self.finding)
         if found is None:
             return False
         self.program, self.finding = candidate, found

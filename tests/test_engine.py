@@ -214,3 +214,50 @@ def test_ctrl_c_keeps_what_was_judged(planted_specs: dict[str, Any], planted_pre
     assert not candidate.pending
     again = check(specs[:1], candidate, seed=7)  # the worker starts again
     assert again.complete is True and again.programs_run == 6
+
+
+@pytest.fixture(scope="module")
+def two_bugs_runs() -> Any:
+    """The softplus with two bugs, checked twice with one seed."""
+    from pathlib import Path
+
+    from checks import CandidateConfig, CandidateProcess
+    from checks.spec import load_file
+
+    fixtures = Path(__file__).parent / "fixtures"
+    specs = load_file(fixtures / "two_bugs_specs.py")
+    config = CandidateConfig(name="two", prelude=(fixtures / "two_bugs_prelude.py").read_text())
+    with CandidateProcess(config) as candidate:
+        return [check(specs, candidate, seed=1) for _ in range(2)]
+
+
+def test_two_bugs_in_one_op_are_two_findings(two_bugs_runs: Any) -> None:
+    result = two_bugs_runs[0]
+    by_keywords = {f.signature.split("kw=", 1)[1]: f for f in result.findings}
+    assert {f.kind for f in result.findings} == {Kind.VALUE}
+    assert {f.op for f in result.findings} == {"torch.nn.functional.softplus"}
+    beta, threshold = by_keywords["[beta]"], by_keywords["[threshold]"]
+    assert beta.fingerprint != threshold.fingerprint
+    for finding, keyword in ((beta, "beta"), (threshold, "threshold")):
+        call = next(n for n in finding.program["nodes"] if n["id"] == finding.node)
+        assert list(call["kwargs"]) == [keyword]
+    assert len({f.fingerprint for f in result.findings}) == len(result.findings)
+
+
+def test_one_bug_over_many_draws_is_one_finding_with_its_distinct_messages(
+        two_bugs_runs: Any) -> None:
+    for finding in two_bugs_runs[0].findings:
+        assert finding.count > 1
+        assert 1 < len(finding.examples) <= 5
+        assert len(set(finding.examples)) == len(finding.examples)
+        assert finding.to_json()["examples"] == finding.examples
+
+
+def test_fingerprints_are_stable_across_runs_of_one_seed(two_bugs_runs: Any,
+                                                         planted_run: Any) -> None:
+    first, second = ([(f.fingerprint, f.signature, f.count) for f in r.findings]
+                     for r in two_bugs_runs)
+    assert first == second and len(first) == 3
+    planted, _ = planted_run
+    assert all(f.signature for f in planted.findings)
+    assert len({f.fingerprint for f in planted.findings}) == len(planted.findings)

@@ -1,5 +1,5 @@
 """Judging: a backward that raises names the call whose backward raised; wrong gradients are
-blamed on the call that sent them."""
+blamed on the call that sent them; a finding's identity is its kind, op and failure."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 
 from checks import random_tensor
 from checks.engine import draw_programs
-from checks.findings import BACKWARD_OP, Kind, backward_call, judge
+from checks.findings import BACKWARD_OP, Finding, Kind, backward_call, judge, mask
 from checks.runtime.replay import AUTOGRAD_KEY, BackwardTracker, Hooks, replay
 from checks.runtime.replay import seed as seed_reference
 from checks.spec import Spec
@@ -185,3 +185,86 @@ def test_per_call_gradients_blame_the_call_that_sent_the_wrong_gradient() -> Non
     blind = judge(program, {k: v for k, v in ref.items() if k != AUTOGRAD_KEY},
                   {k: v for k, v in cand.items() if k != AUTOGRAD_KEY}, "t.fan_out")
     assert blind is not None and (blind.op, blind.node) == ("torch.cos", cos)
+
+
+def test_masking_keeps_the_words_and_drops_the_values() -> None:
+    assert mask("Expected weight to be of shape [5, 3] but got [4]") == \
+        "Expected weight to be of shape [#] but got [#]"
+    assert mask("size of tensor a (3) must match the size of tensor b (-12) at dimension 1") \
+        == "size of tensor a (#) must match the size of tensor b (#) at dimension #"
+    assert mask("eps 0.0015 > 1e-3 in 'ln.weight'") == "eps # > # in '#'"
+    assert mask("expected one of [torch.float32, Half], got Long") == \
+        "expected one of [#], got Long"  # a dtype outside a list is part of the bug
+    assert mask("conv1d: float32 at 0x7f3a2b") == "conv1d: float32 at #"
+    assert mask("torch.Size([])  and\n torch.Size([2, 2])") == "torch.Size([#]) and torch.Size([#])"
+
+
+def _error_finding(type_: str, message: str) -> Finding:
+    program = _program(("call", "torch.nn.functional.layer_norm"))
+    ref = {"v0": {"t": "value", "value": 1}, "v1": {"t": "value", "value": 1}}
+    cand = {"v0": ref["v0"], "v1": {"t": "error", "type": type_, "message": message}}
+    finding = judge(program, ref, cand, "t")
+    assert finding is not None and finding.kind is Kind.CANDIDATE_ERROR
+    return finding
+
+
+def test_two_errors_of_one_op_are_two_bugs_whatever_their_values() -> None:
+    shape = _error_finding("RuntimeError", "Expected weight to be of shape [5] but got [4]")
+    same = _error_finding("RuntimeError", "Expected weight to be of shape [7, 2] but got [9]")
+    eps = _error_finding("RuntimeError", "eps 0.01 is larger than 1e-3")
+    other_type = _error_finding("ValueError", "Expected weight to be of shape [5] but got [4]")
+    assert shape.signature == "RuntimeError: Expected weight to be of shape [#] but got [#]"
+    assert shape.fingerprint == same.fingerprint and shape.same_bug(same)
+    assert len({shape.fingerprint, eps.fingerprint, other_type.fingerprint}) == 3
+    assert not shape.same_bug(eps)
+
+
+class _HalfTanh(torch.autograd.Function):
+    """``torch.tanh`` with a gradient off by half."""
+
+    @staticmethod
+    def forward(ctx: Any, x: Any) -> Any:
+        y = x.detach().tanh()
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Any, grad: Any) -> Any:
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y) * 0.5
+
+
+def _keywords(torch: Any) -> Any:
+    x = random_tensor(ndim=2, low=0.2, high=1.0)
+    return torch.nn.functional.softplus(torch.tanh(x), threshold=15.0, beta=2.0)
+
+
+def test_a_mismatch_signature_names_role_dtype_and_keywords_not_ids_or_values() -> None:
+    program, ref = _draw(_keywords, "keywords")
+    softplus = "torch.nn.functional.softplus"
+
+    def off(x: Any, **kwargs: Any) -> Any:
+        return torch.nn.functional.softplus(x, **kwargs) * 1.5
+
+    value = judge(program, ref, _candidate(program, {softplus: off}), "t")
+    assert value is not None and value.kind is Kind.VALUE
+    assert value.signature == "out float32 kw=[beta,threshold]"
+    grad = judge(program, ref, _candidate(program, {"torch.tanh": _HalfTanh.apply}), "t")
+    assert grad is not None and grad.kind is Kind.GRAD and grad.op == "torch.tanh"
+    assert grad.signature == "grad:arg0 float32 kw=[]"
+    # the same call with other values and ids is the same bug
+    shifted = {**program, "nodes": [{**n, "id": "w" + n["id"]} for n in program["nodes"]]}
+    again = Finding(value.kind, value.op, "t", "other message", shifted, "wv2", "wv2",
+                    signature=value.signature)
+    assert again.fingerprint == value.fingerprint
+
+
+def test_merged_draws_keep_their_distinct_messages_up_to_a_bound() -> None:
+    first = Finding(Kind.VALUE, "torch.tanh", "t", "a", {}, signature="out float32 kw=[]")
+    for message in ("b", "a", "c", "b", "d", "e", "f", "x" * 5000):
+        first.merge(Finding(Kind.VALUE, "torch.tanh", "t", message, {}))
+    assert first.count == 9
+    assert first.examples == ["a", "b", "c", "d", "e"]
+    assert first.to_json()["examples"] == ["a", "b", "c", "d", "e"]
+    long = Finding(Kind.VALUE, "torch.tanh", "t", "x" * 5000, {})
+    assert 0 < len(long.examples[0]) <= 1000

@@ -279,3 +279,61 @@ def test_a_finding_that_fails_to_minimize_is_kept_and_the_run_goes_on(
     assert f"repro verified for 1 ({cross_entropy['fingerprint']}); minimizing failed for " \
            f"{bce['fingerprint']}" in err
     assert "Traceback" not in err
+
+
+def _rejudge(finding: dict[str, Any], specs: Any, prelude: str) -> Any:
+    """The minimized repro program judged again, on a fresh candidate."""
+    spec = next(s for s in specs if s.name == finding["spec"])
+    with CandidateProcess(CandidateConfig("rejudge", prelude, timeout=3.0)) as candidate:
+        return Oracle(spec, candidate, Budget()).program(finding["repro_program"])
+
+
+def test_minimizing_never_changes_the_bug_of_a_planted_finding(
+        planted_report: dict[str, Any]) -> None:
+    specs = load_file(FIXTURES / "planted_specs.py")
+    prelude = (FIXTURES / "planted_prelude.py").read_text()
+    for finding in planted_report["findings"]:
+        found = _rejudge(finding, specs, prelude)
+        assert found is not None, finding["spec"]
+        assert (found.kind.value, found.op, found.signature) == \
+            (finding["kind"], finding["op"], finding["signature"])
+        assert found.fingerprint == finding["fingerprint"]
+
+
+@pytest.fixture(scope="module")
+def two_bugs_report(tmp_path_factory: Any) -> dict[str, Any]:
+    path = tmp_path_factory.mktemp("two_bugs") / "report.json"
+    code = main(["check", "--prelude", (FIXTURES / "two_bugs_prelude.py").read_text(),
+                 "--spec-file", str(FIXTURES / "two_bugs_specs.py"), "--seed", "1",
+                 "--json", str(path), "--no-progress"])
+    assert code == 1
+    report: dict[str, Any] = json.loads(path.read_text())
+    return report
+
+
+def test_each_of_two_bugs_in_one_op_shrinks_to_itself(two_bugs_report: dict[str, Any]
+                                                      ) -> None:
+    specs = load_file(FIXTURES / "two_bugs_specs.py")
+    full = (FIXTURES / "two_bugs_prelude.py").read_text()
+    with CandidateProcess(CandidateConfig("drawn", full)) as candidate:
+        drawn = check(specs, candidate, seed=1)
+    # a draw passing both keywords is a third drawn finding; minimized, it needs only one
+    # of them and merges with that bug's finding: two bugs, two findings
+    drawn_keywords = {f.signature.split("kw=", 1)[1] for f in drawn.findings}
+    assert drawn_keywords == {"[beta]", "[threshold]", "[beta,threshold]"}
+    by_keywords = {f["signature"].split("kw=", 1)[1]: f for f in two_bugs_report["findings"]}
+    assert sorted(by_keywords) == ["[beta]", "[threshold]"]
+    assert sum(f["count"] for f in two_bugs_report["findings"]) == \
+        sum(f.count for f in drawn.findings)
+    for keyword, other in (("beta", "threshold"), ("threshold", "beta")):
+        finding = by_keywords[f"[{keyword}]"]
+        assert finding["repro_verified"] is True
+        found = _rejudge(finding, specs, full)
+        assert found is not None and found.fingerprint == finding["fingerprint"]
+        # the repro shows its own bug, not the other one
+        only = 'BUGS = {"beta", "threshold"}'
+        assert only in full
+        mine = _rejudge(finding, specs, full.replace(only, f'BUGS = {{"{keyword}"}}'))
+        theirs = _rejudge(finding, specs, full.replace(only, f'BUGS = {{"{other}"}}'))
+        assert mine is not None and mine.fingerprint == finding["fingerprint"]
+        assert theirs is None
