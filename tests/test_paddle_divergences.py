@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
+from fixtures import paddle_divergences
 
 PADDLE_PYTHON = os.environ.get("ALIGNBOT_PADDLE_PYTHON", "")
 TABLE_FILE = Path(__file__).parent / "fixtures" / "paddle_divergences.py"
@@ -25,16 +24,7 @@ pytestmark = [
 ]
 
 
-def _load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("paddle_divergences", TABLE_FILE)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-table = _load()
+table = paddle_divergences  # plain data, imported like any module
 
 
 def _probe(python: str, prelude: str) -> dict[str, Any]:
