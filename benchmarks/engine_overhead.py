@@ -308,7 +308,7 @@ def run_engine(item: Item, candidate: CandidateProcess, tally: Tally) -> tuple[f
     traced = time.perf_counter() - start
     stats = Stats()
     start = time.perf_counter()
-    if evaluate(item.spec, program, ref, candidate, stats) is not None:
+    if evaluate(item.spec, program, ref, candidate, stats):
         tally.engine_findings += 1
     evaluated = time.perf_counter() - start
     # the round trip (submit: encode and send; collect: wait and decode) is all but the judge
@@ -322,11 +322,11 @@ def run_pipelined(items: list[Item], candidate: CandidateProcess, tally: Tally) 
     pending: tuple[Spec, Program, Observations] | None = None
     for item in items:
         program, ref = trace(item.spec, DrawContext(choices=item.program["choices"]))
-        if pending is not None and finish(*pending, candidate) is not None:
+        if pending is not None and finish(*pending, candidate):
             tally.engine_findings += 1
         candidate.submit(program)
         pending = (item.spec, program, ref)
-    if pending is not None and finish(*pending, candidate) is not None:
+    if pending is not None and finish(*pending, candidate):
         tally.engine_findings += 1
     return (time.perf_counter() - start) / max(len(items), 1)
 

@@ -48,10 +48,26 @@ def score(table: Any, report: dict[str, Any]) -> dict[str, Any]:
     rows = [{"id": e.id, "family": e.family, "kind": e.kind, "op": e.op,
              "reported": (e.kind, e.op) in found} for e in table.TABLE]
     other = [f for f in report["findings"] if (f["kind"], f["op"]) not in known]
+    unconfirmed = [f for f in report["findings"] if not stands_alone(f)]
     return {"rows": rows, "reported": sum(r["reported"] for r in rows), "known": len(rows),
             "findings": len(report["findings"]),
+            "downstream": sum(bool(f.get("downstream_of")) for f in report["findings"]),
+            # not confirmed alone and with another finding upstream: possibly a consequence
+            "consequences": sum(bool(f.get("downstream_of")) for f in unconfirmed),
+            "unconfirmed": [{"kind": f["kind"], "op": f["op"], "spec": f["spec"],
+                             "message": f["message"][:200]} for f in unconfirmed],
+            "repro_verified": sum(f.get("repro_verified") is True for f in report["findings"]),
             "not_in_table": [{"kind": f["kind"], "op": f["op"], "spec": f["spec"]}
                              for f in other]}
+
+
+def stands_alone(finding: dict[str, Any]) -> bool:
+    """The finding is a bug of its call, not a consequence of another: its call was judged
+    on the reference's inputs (``judged_alone``), or it is the chained run's first forward
+    divergence or error (every input agreed up to it), or it is about autograd itself."""
+    if finding.get("judged_alone") or finding["op"] == "torch.autograd.grad":
+        return True
+    return finding["kind"] != "grad-mismatch" and finding["observation"] != "backward"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,6 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{len(result['not_in_table'])} of {result['findings']} findings are not in the table:")
     for f in result["not_in_table"]:
         print(f"  {f['kind']:<16} {f['op']:<48} {f['spec']}")
+    print(f"{result['findings'] - len(result['unconfirmed'])} of {result['findings']} findings "
+          f"stand alone (first divergence, or their call judged on the reference's inputs); "
+          f"{result['downstream']} of them downstream of another finding; not confirmed alone "
+          f"({result['consequences']} of them with another finding upstream):")
+    for f in result["unconfirmed"]:
+        print(f"  {f['kind']:<16} {f['op']:<48} {f['spec']}: {f['message'][:100]}")
+    if not args.no_minimize:
+        print(f"{result['repro_verified']} of {result['findings']} repros verified")
     print(f"alignbot check: {seconds:.0f} s (seed {args.seed}, "
           f"{'no minimization' if args.no_minimize else 'minimized'}, {len(ops)} op globs)")
     if args.json:

@@ -49,9 +49,7 @@ def failing_draws(spec: Spec, candidate: CandidateProcess, n: int, seed: int
     found: list[Finding] = []
 
     def visit(program: dict[str, Any], ref: Any) -> None:
-        finding = evaluate(spec, program, ref, candidate)
-        if finding is not None:
-            found.append(finding)
+        found.extend(evaluate(spec, program, ref, candidate)[:1])
 
     draw_programs(spec, n, seed, visit)
     return found

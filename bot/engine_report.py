@@ -20,6 +20,7 @@ MAX_ORACLES = 32
 MAX_COUNT = 10**9
 MAX_SEED = 2**63 - 1
 MAX_EXAMPLES = 5
+MAX_UPSTREAM = 100  # calls of one drawn program
 
 Name = Annotated[str, StringConstraints(max_length=300)]  # a spec, op, observation or node
 Line = Annotated[str, StringConstraints(max_length=10_000)]  # a reason, claim or title
@@ -69,6 +70,14 @@ class Shrink(_Strict):
     seconds: Annotated[float, Field(ge=0)] | None = None
 
 
+class Upstream(_Strict):
+    """A finding of the same draw that this one's call took its inputs from."""
+
+    kind: Kind
+    op: Name
+    node: Name
+
+
 class EngineFinding(_Strict):
     """One finding as ``Finding.to_json`` writes it, with what minimizing adds (all optional:
     ``--no-minimize`` leaves them out)."""
@@ -101,6 +110,8 @@ class EngineFinding(_Strict):
     upstream_url: Annotated[str, StringConstraints(max_length=10_000)] | None = None
     shrink: Shrink | None = None
     minimize_error: Line | None = None  # why minimizing this finding failed
+    judged_alone: bool | None = None  # its call, fed the reference's inputs (checks/calls.py)
+    downstream_of: list[Upstream] | None = Field(default=None, max_length=MAX_UPSTREAM)
 
 
 class EngineReport(_Strict):

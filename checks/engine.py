@@ -14,15 +14,18 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from .candidate import CandidateProcess, RunOutcome
+from .calls import judge_program, outcome_finding
+from .candidate import CandidateProcess
 from .dsl import DrawContext
-from .findings import BACKWARD_OP, Finding, Kind, judge, mask
+from .findings import Finding
+from .hypothesis_compat import seed_only_draws
+from .program import Observations, Program
 from .runtime.replay import seed as seed_reference
 from .spec import Spec
 from .trace import SpecError, TorchProxy, Tracer
 
-Program = dict[str, Any]
-Observations = dict[str, dict[str, Any]]
+__all__ = ["CheckResult", "Interrupted", "Observations", "Program", "Stats", "check",
+           "draw_programs", "evaluate", "finish", "outcome_finding", "trace_program"]
 
 
 @dataclass
@@ -81,48 +84,24 @@ def trace_program(spec: Spec, ctx: DrawContext) -> tuple[Program, Observations]:
     return program, tracer.observations
 
 
-def outcome_finding(spec: Spec, program: Program, outcome: RunOutcome) -> Finding:
-    """A finding for a worker that crashed or hung, named by the node it was running."""
-    nodes = program["nodes"]
-    index = outcome.node_index
-    key = ""
-    if 0 <= index < len(nodes):
-        op, node = nodes[index].get("target", "input"), nodes[index]["id"]
-    elif len(nodes) < index <= 2 * len(nodes):  # in the backward node of call index-len-1
-        call = nodes[index - len(nodes) - 1]
-        op, node, key = call.get("target", "input"), call["id"], "backward"
-    elif index >= len(nodes):
-        op, node, key = BACKWARD_OP, "", "backward"
-    else:
-        op, node = "worker", ""
-    kind = Kind.CANDIDATE_TIMEOUT if outcome.died == "timeout" else Kind.CANDIDATE_CRASH
-    detail = outcome.detail
-    signature = mask(detail.split("; stderr:", 1)[0])  # how it died, not what it printed
-    if key and node:
-        detail = f"in the backward of {op} ({node}): {detail}"
-    return Finding(kind, op, spec.name, detail, program, key=key, node=node,
-                   signature=signature)
-
-
 def evaluate(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,
-             stats: Stats | None = None) -> Finding | None:
+             stats: Stats | None = None, want: Finding | None = None) -> list[Finding]:
     candidate.submit(program)
-    return finish(spec, program, ref, candidate, stats)
+    return finish(spec, program, ref, candidate, stats, want)
 
 
 def finish(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,
-           stats: Stats | None = None) -> Finding | None:
-    """Collect the submitted program's outcome and judge it."""
+           stats: Stats | None = None, want: Finding | None = None) -> list[Finding]:
+    """Collect the submitted program's outcome and judge it: every bug it shows
+    (:func:`checks.calls.judge_program`)."""
     stats = stats or Stats()
     start = time.perf_counter()
     outcome = candidate.collect()
     stats.candidate_s += time.perf_counter() - start
-    if outcome.observations is None:
-        return outcome_finding(spec, program, outcome)
     start = time.perf_counter()
-    finding = judge(program, ref, outcome.observations, spec.name, spec.rtol, spec.atol)
+    found = judge_program(spec, program, ref, outcome, candidate, want)
     stats.judge_s += time.perf_counter() - start
-    return finding
+    return found
 
 
 def _spec_seed(seed: int, spec: Spec) -> int:
@@ -142,7 +121,8 @@ def draw_programs(spec: Spec, n: int, seed: int,
         program, ref = trace_program(spec, DrawContext(data=data))
         visit(program, ref)
 
-    run()
+    with seed_only_draws():
+        run()
 
 
 def input_elements(program: Program) -> int:
@@ -175,15 +155,17 @@ def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int 
         if pending:
             record(finish(*pending.pop(), candidate, result.stats))
 
-    def record(finding: Finding | None) -> None:
+    def record(found: list[Finding]) -> None:
         judged[0] += 1
-        if finding is not None:
+        for finding in found:
             known = merged.get(finding.fingerprint)
             if known is None:
                 merged[finding.fingerprint] = finding
             elif _size(finding.program) < _size(known.program):
                 known.merge(finding)
                 finding.count, finding.examples = known.count, known.examples
+                if "downstream_of" not in known.extra:
+                    finding.extra.pop("downstream_of", None)
                 merged[finding.fingerprint] = finding
             else:
                 known.merge(finding)
@@ -191,8 +173,10 @@ def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int 
             on_program(judged[0], len(merged))
 
     def collected() -> list[Finding]:
+        # root causes first: a finding seen only downstream of another comes after them
         return sorted(merged.values(),
-                      key=lambda f: (f.spec, f.op, f.kind.value, f.signature, f.key))
+                      key=lambda f: (bool(f.extra.get("downstream_of")), f.spec, f.op,
+                                     f.kind.value, f.signature, f.key))
 
     try:
         for position, spec in enumerate(specs):
@@ -202,11 +186,11 @@ def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int 
             def visit(program: Program, ref: Observations, spec: Spec = spec) -> None:
                 result.programs_run += 1
                 previous = pending.pop() if pending else None
-                finding = finish(*previous, candidate, result.stats) if previous else None
+                found = finish(*previous, candidate, result.stats) if previous else []
                 candidate.submit(program)
                 pending.append((spec, program, ref))
                 if previous:
-                    record(finding)
+                    record(found)
 
             start = time.perf_counter()
             try:

@@ -80,8 +80,11 @@ class Finding:
         return self.identity == other.identity
 
     def merge(self, other: Finding) -> None:
-        """Count ``other`` (a draw of the same bug) and keep its message if it is new."""
+        """Count ``other`` (a draw of the same bug) and keep its message if it is new. The
+        bug is downstream of another only if it was in every draw."""
         self.count += other.count
+        if not other.extra.get("downstream_of"):
+            self.extra.pop("downstream_of", None)
         for example in other.examples:
             if len(self.examples) >= MAX_EXAMPLES:
                 break
@@ -104,6 +107,7 @@ def _example(message: str) -> str:
 
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
 _HEX = re.compile(r"\b0x[0-9a-fA-F]+\b")
+_NUMBERED = re.compile(r"(?<=[A-Za-z]_)\d+\b")  # generated_tensor_117: a counter in a name
 _NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][-+]?\d+)?(?!\w)")
 _DTYPE = re.compile(r"\b(?:torch\.\w+|(?:Complex)?(?:Float|Double|Half|BFloat16|Long|Int|Short"
                     r"|Char|Byte|Bool)|u?int\d+|float\d+|bfloat16|complex\d+|bool)\b")
@@ -119,6 +123,7 @@ def mask(message: str) -> str:
     text = " ".join(str(message).split())
     text = _QUOTED.sub(lambda m: m.group()[0] + "#" + m.group()[0], text)
     text = _HEX.sub("#", text)
+    text = _NUMBERED.sub("#", text)
     text = _NUMBER.sub("#", text)
     text = _GROUP.sub(lambda m: _DTYPE.sub("#", m.group()), text)
     text = _MASKED_GROUP.sub(r"\1#\2", text)
@@ -144,7 +149,7 @@ def _call_keywords(program: dict[str, Any], node: dict[str, Any]) -> list[str]:
 
 def _position(node: dict[str, Any], value: str) -> str:
     """Which argument of ``node`` holds ``value`` (``arg0``, ``weight``, ``arg0:bias`` for a
-    module's parameter), else ``?``."""
+    module's parameter), else ``upstream`` (a value the call's inputs were computed from)."""
     def holds(arg: Any) -> str | None:
         for ref in _refs(arg):
             if value == ref:
@@ -161,7 +166,7 @@ def _position(node: dict[str, Any], value: str) -> str:
         suffix = holds(node["kwargs"][name])
         if suffix is not None:
             return f"{name}{suffix}"
-    return "?"
+    return "upstream"
 
 
 def role(program: dict[str, Any], key: str, node_id: str) -> str:
@@ -239,8 +244,19 @@ def _refs(value: Any) -> list[str]:
 def judge(program: dict[str, Any], ref: dict[str, dict[str, Any]],
           cand: dict[str, dict[str, Any]], spec: str,
           rtol: float | None = None, atol: float | None = None) -> Finding | None:
-    """The first divergence, walking the program in call order, then final states, then
-    gradients; everything after the first divergent call is a consequence of it."""
+    """The first divergence of :func:`judge_all`, or None."""
+    found = judge_all(program, ref, cand, spec, rtol, atol)
+    return found[0] if found else None
+
+
+def judge_all(program: dict[str, Any], ref: dict[str, dict[str, Any]],
+              cand: dict[str, dict[str, Any]], spec: str,
+              rtol: float | None = None, atol: float | None = None) -> list[Finding]:
+    """What the chained run shows: the first divergence, walking the program in call order,
+    then final states, then the backward. A forward divergence ends the walk (every later
+    value is fed by it: :func:`checks.engine.judge_calls` judges those calls on the
+    reference's inputs instead). In the backward, a gradient that is None on one side only
+    is one autograd-level finding, apart from the call blamed for wrong gradients."""
     nodes = {n["id"]: n for n in program["nodes"]}
 
     def finding(key: str, mismatch: Mismatch, node_id: str, op: str) -> Finding:
@@ -259,30 +275,60 @@ def judge(program: dict[str, Any], ref: dict[str, dict[str, Any]],
         node = nodes[node_of(key)]
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
-            return finding(key, mismatch, node["id"], node.get("target", "input"))
+            return [finding(key, mismatch, node["id"], node.get("target", "input"))]
     for key in (k for k in ref if k.startswith("final:")):
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
             inplace = [n for n in program["nodes"] if n.get("inplace")]
             blamed = inplace[-1] if inplace else nodes[node_of(key)]
-            return finding(key, mismatch, blamed["id"], blamed.get("target", "input"))
+            return [finding(key, mismatch, blamed["id"], blamed.get("target", "input"))]
     if "backward" in ref or "backward" in cand:
         mismatch = compare(ref.get("backward", {"t": "value", "value": None}),
                            cand.get("backward", {"t": "value", "value": None}))
         if mismatch is not None:
-            return _backward_raised(program, ref, cand, mismatch, finding, spec)
+            return [_backward_raised(program, ref, cand, mismatch, finding, spec)]
         if "backward" in ref:
-            return None
-    bad = {}
+            return []
+    found: list[Finding] = []
+    bad, missing = {}, []
     for key in (k for k in ref if k.startswith("grad:")):
+        if _is_none(ref[key]) != _is_none(cand.get(key)):
+            missing.append(key)
+            continue
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
             bad[key] = mismatch
-    if not bad:
-        return None
-    blamed_node, key = _blame_backward(program, bad, _per_call(ref), _per_call(cand),
-                                       rtol, atol)
-    return finding(key, bad[key], blamed_node["id"], blamed_node.get("target", "input"))
+    if missing:
+        found.append(_none_gradients(program, ref, cand, missing, spec))
+    if bad:
+        blamed_node, key = _blame_backward(program, bad, _per_call(ref), _per_call(cand),
+                                           rtol, atol)
+        found.append(finding(key, bad[key], blamed_node["id"],
+                             blamed_node.get("target", "input")))
+    return found
+
+
+def _is_none(obs: dict[str, Any] | None) -> bool:
+    """A gradient that ``torch.autograd.grad`` gave as None (an unused input)."""
+    return obs is not None and obs.get("t") == "value" and obs.get("value") is None
+
+
+def _none_gradients(program: dict[str, Any], ref: dict[str, dict[str, Any]],
+                    cand: dict[str, dict[str, Any]], keys: list[str], spec: str) -> Finding:
+    """Gradients that one side gives as None and the other as a tensor: a behaviour of
+    ``torch.autograd.grad`` itself, whatever calls the program makes, so one finding named
+    after it (not one per op) whose signature says which side gave None and for what."""
+    leaves = set((program.get("backward") or {}).get("wrt") or [])
+    first = keys[0]
+    side = "candidate" if _is_none(cand.get(first)) else "reference"
+    other = "reference" if side == "candidate" else "candidate"
+    what = "leaf" if first[len("grad:"):] in leaves else "intermediate"
+    names = ", ".join(k[len("grad:"):] for k in keys[:6]) + (", …" if len(keys) > 6 else "")
+    message = (f"torch.autograd.grad gave None on the {side} where the {other} gives a "
+               f"tensor, for {len(keys)} gradient(s) w.r.t. {what} value(s) ({names})")
+    return Finding(Kind.GRAD, BACKWARD_OP, spec, message, program, first, "",
+                   signature=f"None on the {side} for an {what}" if what == "intermediate"
+                   else f"None on the {side} for a {what}")
 
 
 def _signature(program: dict[str, Any], kind: Kind, key: str, node_id: str,

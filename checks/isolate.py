@@ -1,20 +1,21 @@
-"""Slice a program to its first divergent call, fed with the inputs it actually received.
+"""Slice a program to one call, fed with the inputs it received on the reference.
 
-Everything before the divergent call agreed on both sides, so the call's arguments are
-taken from the reference's values at that point and written down as literal inputs. For a
+The call's arguments are taken from the reference's values at that point and written down
+as literal inputs: the slice of a first divergent call is its minimal repro, and the slice of
+any call judges that call on its own, whatever diverged before it. For a
 gradient finding the slice also carries the upstream gradient that the call's output
 received on the reference, so the backward of that one call is what gets compared.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .engine import Program
 from .findings import Finding, Kind
-from .oracle import reference_observations
+from .program import Observations, Program, reference_observations
 from .runtime.replay import Hooks, bind_result, module_tensors, run_node
 from .runtime.replay import seed as seed_reference
 from .runtime.values import encode_array, is_tensor, to_numpy
@@ -53,9 +54,9 @@ def literal_input(node_id: str, tensor: Any, keep_grad: bool = True) -> dict[str
 
 
 class _Slicer:
-    def __init__(self, program: Program, index: int, keep_grad: bool) -> None:
+    def __init__(self, program: Program, values: dict[str, Any], keep_grad: bool) -> None:
         self.program, self.keep_grad = program, keep_grad
-        self.values = prefix_values(program, index)
+        self.values = values
         self.nodes: list[dict[str, Any]] = []
         self.renamed: dict[str, str] = {}
         self.by_id = {n["id"]: n for n in program["nodes"]}
@@ -114,44 +115,114 @@ def _refs_in(value: Any) -> bool:
     return False
 
 
+@dataclass
+class Sliced:
+    """A one-call program and how its ids map back: ``back`` takes each of its ids (the
+    literal inputs and the call) to the id it stands for in the original program."""
+
+    program: Program
+    back: dict[str, str] = field(default_factory=dict)
+
+
+def slice_call(program: Program, index: int, keep_grad: bool = True, backward: bool = False,
+               values: dict[str, Any] | None = None, ref: Observations | None = None
+               ) -> Sliced | None:
+    """Node ``index`` alone, fed with the reference's values just before it ran (``values``
+    when the caller has them), or None when its inputs cannot be written down. With
+    ``backward`` the slice carries the upstream gradient its output received on the
+    reference (``ref``, replayed when not given); None when there is none."""
+    original = program["nodes"][index]
+    if original["op"] == "input":
+        return None
+    try:
+        slicer = _Slicer(program, prefix_values(program, index) if values is None else values,
+                         keep_grad or backward)
+        call = dict(original)
+        call["args"] = slicer.rewrite(original["args"])
+        call["kwargs"] = slicer.rewrite(original.get("kwargs", {}))
+    except (CannotSlice, KeyError, RuntimeError):
+        return None
+    if backward and original.get("inplace"):
+        # an in-place call cannot write into a literal leaf that requires grad: it writes
+        # into a clone of it, as the original wrote into a non-leaf
+        position = 1 if original["op"] == "invoke" else 0
+        mutated = call["args"][position] if len(call["args"]) > position else None
+        if not (isinstance(mutated, dict) and "ref" in mutated):
+            return None
+        clone = {"id": slicer._new_id(), "op": "method", "target": "torch.Tensor.clone",
+                 "name": "clone", "args": [mutated], "kwargs": {}}
+        slicer.nodes.append(clone)
+        call["args"] = [*call["args"][:position], {"ref": clone["id"]},
+                        *call["args"][position + 1:]]
+    call["id"] = slicer._new_id()
+    nodes = [*slicer.nodes, call]
+    plan = None
+    if backward:
+        plan = _backward_plan(program, original["id"], call, nodes, ref)
+        if plan is None:
+            return None
+    sliced = {"version": 1, "spec": program["spec"], "seed": program.get("seed", 0),
+              "choices": [], "nodes": nodes, "backward": plan,
+              "expect_raise": program.get("expect_raise", False),
+              "sliced_from": original["id"]}
+    back = {new: old for old, new in slicer.renamed.items()}
+    back[call["id"]] = original["id"]
+    return Sliced(sliced, back)
+
+
 def slice_program(program: Program, finding: Finding, keep_grad: bool = True
                   ) -> Program | None:
     """The one-call program for ``finding``, or None when there is nothing to slice to.
     Without ``keep_grad`` the inputs do not require grad (an in-place call on a literal
     input that requires grad would raise where the original, on a non-leaf, did not)."""
     index = next((i for i, n in enumerate(program["nodes"]) if n["id"] == finding.node), None)
-    if index is None or program["nodes"][index]["op"] == "input":
+    if index is None:
         return None
-    original = program["nodes"][index]
     # a wrong gradient, or an error raised in the backward pass: the slice runs the backward
     backward_needed = finding.kind is Kind.GRAD or finding.key == "backward"
-    try:
-        slicer = _Slicer(program, index, keep_grad or backward_needed)
-        call = dict(original)
-        call["args"] = slicer.rewrite(original["args"])
-        call["kwargs"] = slicer.rewrite(original.get("kwargs", {}))
-    except (CannotSlice, KeyError, RuntimeError):
-        return None
-    call["id"] = slicer._new_id()
-    nodes = [*slicer.nodes, call]
-    backward = None
-    if backward_needed:
-        backward = _backward_plan(program, original["id"], call, nodes)
-        if backward is None:
-            return None
-    return {"version": 1, "spec": program["spec"], "seed": program.get("seed", 0),
-            "choices": [], "nodes": nodes, "backward": backward,
-            "expect_raise": program.get("expect_raise", False),
-            "sliced_from": original["id"]}
+    sliced = slice_call(program, index, keep_grad, backward_needed)
+    return sliced.program if sliced is not None else None
+
+
+def slice_calls(program: Program, wanted: dict[int, tuple[bool, bool]],
+                ref: Observations | None = None) -> dict[int, Sliced]:
+    """Several calls sliced from one replay of the reference: ``wanted`` maps a node's index
+    to (keep_grad, backward) as for :func:`slice_call`; calls that cannot be sliced are left
+    out."""
+    import torch
+
+    seed_reference(torch, int(program.get("seed", 0)))
+    values: dict[str, Any] = {}
+    hooks = Hooks()
+    out: dict[int, Sliced] = {}
+    for index, node in enumerate(program["nodes"]):
+        if index in wanted:
+            keep_grad, backward = wanted[index]
+            sliced = slice_call(program, index, keep_grad, backward, values, ref)
+            if sliced is not None:
+                out[index] = sliced
+        if index >= max(wanted, default=-1):
+            break
+        try:
+            result = run_node(torch, node, values, hooks)
+        except Exception:
+            if node.get("raises"):
+                continue
+            break
+        bind_result(torch, node["id"], result, values)
+    return out
 
 
 def _backward_plan(program: Program, old_id: str, call: dict[str, Any],
-                   nodes: list[dict[str, Any]]) -> dict[str, Any] | None:
+                   nodes: list[dict[str, Any]], ref: Observations | None = None
+                   ) -> dict[str, Any] | None:
     """Seed the call's outputs with the gradients they received on the reference."""
-    ref = reference_observations(program)
+    ref = reference_observations(program) if ref is None else ref
     plan = program.get("backward") or {}
-    grads = {k[len("grad:"):]: v for k, v in ref.items() if k.startswith("grad:")}
-    outputs, seeds = [], []
+    grads = {k[len("grad:"):]: v for k, v in ref.items()
+             if k.startswith("grad:") and v.get("t") == "tensor"}
+    outputs: list[str] = []
+    seeds: list[dict[str, Any]] = []
     element_ids = sorted(k for k in grads if k.startswith(old_id + "."))
     for old in ([old_id] if old_id in grads else element_ids):
         new = call["id"] + old[len(old_id):]
@@ -161,6 +232,12 @@ def _backward_plan(program: Program, old_id: str, call: dict[str, Any],
     if not outputs and old_id in plan.get("outputs", []):
         position = plan["outputs"].index(old_id)
         outputs, seeds = [call["id"]], [plan["seeds"][position]]
+    if not outputs and call.get("inplace"):
+        # its result is the tensor it wrote into, whose gradient the reference took under
+        # another id: any upstream gradient does to compare both sides' backward of the call
+        outputs = [call["id"]]
+        seeds = [{"kind": "uniform", "low": -1.0, "high": 1.0,
+                  "seed": int(program.get("seed", 0)) + 1}]
     if not outputs:
         return None
     wrt = [n["id"] for n in nodes if n["op"] == "input" and n.get("requires_grad")]

@@ -8,10 +8,10 @@ from typing import Any
 
 from . import repro as repros
 from .candidate import CandidateConfig, CandidateProcess
-from .engine import Program
 from .findings import MISMATCH_KINDS, Finding, Kind
 from .isolate import slice_program
 from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
+from .program import Program
 from .runtime.values import FLOAT_DTYPES
 from .shrink import Shrinker
 from .simplify import Simplifier
@@ -53,9 +53,10 @@ def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Bu
     try:
         for keep_grad in (True, False):
             sliced = slice_program(program, current, keep_grad)
-            found = oracle.program(sliced) if sliced else None
-            if sliced is not None and found is not None and finding.same_bug(found):
-                program, current = sliced, found
+            found = oracle.program(sliced, finding) if sliced else []
+            same = next((f for f in found if finding.same_bug(f)), None)
+            if sliced is not None and same is not None:
+                program, current = sliced, same
                 break
     except BudgetSpent:
         pass

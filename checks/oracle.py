@@ -17,9 +17,11 @@ from typing import Any
 
 import numpy as np
 
+from .calls import judge_program
 from .candidate import CandidateProcess
-from .engine import Observations, Program, evaluate
-from .findings import Finding, judge
+from .engine import evaluate
+from .findings import Finding
+from .program import Observations, Program, reference_observations
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .spec import Spec
@@ -46,40 +48,28 @@ class Budget:
         self.calls += 1
 
 
-def reference_observations(program: Program) -> Observations:
-    """The reference's observations of a Program that is data only (no spec to trace)."""
-    import torch
-
-    seed_reference(torch, int(program.get("seed", 0)))
-    return replay(torch, program, Hooks())
-
-
 class Oracle:
     def __init__(self, spec: Spec, candidate: CandidateProcess, budget: Budget) -> None:
         self.spec, self.candidate, self.budget = spec, candidate, budget
 
-    def traced(self, program: Program, ref: Observations) -> Finding | None:
+    def traced(self, program: Program, ref: Observations, want: Finding | None = None
+               ) -> list[Finding]:
         """A program traced from the spec, with the reference's observations at hand."""
         self.budget.spend()
-        return evaluate(self.spec, program, ref, self.candidate)
+        return evaluate(self.spec, program, ref, self.candidate, want=want)
 
-    def program(self, program: Program) -> Finding | None:
+    def program(self, program: Program, want: Finding | None = None) -> list[Finding]:
         """A program built by hand (sliced, simplified): the reference replays it too."""
         self.budget.spend()
         ref = reference_observations(program)
         outcome = self.candidate.run(program)
-        if outcome.observations is None:
-            from .engine import outcome_finding
-
-            return outcome_finding(self.spec, program, outcome)
-        return judge(program, ref, outcome.observations, self.spec.name,
-                     self.spec.rtol, self.spec.atol)
+        return judge_program(self.spec, program, ref, outcome, self.candidate, want)
 
     def same(self, program: Program, target: Finding) -> Finding | None:
         """The finding if ``program`` still shows ``target``'s bug up to the keyword
         arguments of the failing call (:attr:`Finding.core`), else None."""
-        finding = self.program(program)
-        return finding if finding is not None and finding.core == target.core else None
+        return next((f for f in self.program(program, target) if f.core == target.core),
+                    None)
 
 
 def stats(budget: Budget) -> dict[str, Any]:
@@ -128,7 +118,7 @@ def finite_differences(program: Program, eps: float = FD_EPS) -> Observations:
     it is independent of both sides' autograd. ``program`` must already be in float64."""
     import torch
 
-    from .runtime.replay import observe, replay
+    from .runtime.replay import observe
 
     plan = program.get("backward")
     if not plan:

@@ -28,9 +28,9 @@ from typing import Any
 from .candidate import CandidateConfig
 from .codegen import statements, tensor_expr
 from .compare import tolerance
-from .engine import Program
 from .findings import Finding, Kind, node_of
 from .oracle import reference_observations
+from .program import Program
 from .report import environment
 from .runtime.values import FLOAT_DTYPES
 

@@ -14,6 +14,7 @@ from hypothesis.internal.escalation import InterestingOrigin
 from .dsl import DrawContext
 from .engine import trace_program
 from .findings import Finding
+from .hypothesis_compat import seed_only_draws
 from .oracle import BudgetSpent, Oracle
 from .trace import SpecError
 
@@ -41,10 +42,11 @@ class Shrinker:
         except SpecError:
             data.mark_invalid()
         try:
-            finding = self.oracle.traced(program, ref)
+            found = self.oracle.traced(program, ref, self.target)
         except BudgetSpent:
             raise RunIsComplete from None
-        if finding is None or not self.target.same_bug(finding):
+        finding = next((f for f in found if self.target.same_bug(f)), None)
+        if finding is None:
             return
         key = sort_key(data.nodes)
         if self._best_key is None or key < self._best_key:
@@ -54,9 +56,10 @@ class Shrinker:
     def run(self) -> Finding:
         runner = ConjectureRunner(self._test, settings=_SETTINGS, random=Random(0))
         try:
-            first = runner.cached_test_function(self.target.program["choices"])
-            if isinstance(first, ConjectureResult) and first.status == Status.INTERESTING:
-                runner.shrink(first, lambda d: d.status == Status.INTERESTING)
+            with seed_only_draws():
+                first = runner.cached_test_function(self.target.program["choices"])
+                if isinstance(first, ConjectureResult) and first.status == Status.INTERESTING:
+                    runner.shrink(first, lambda d: d.status == Status.INTERESTING)
         except RunIsComplete:
             pass
         self.best.count, self.best.examples = self.target.count, list(self.target.examples)

@@ -13,9 +13,9 @@ from typing import Any
 
 import numpy as np
 
-from .engine import Program
 from .findings import Finding
 from .oracle import BudgetSpent, Oracle
+from .program import Program
 from .runtime.values import decode_array, encode_array, make_array
 
 PATTERNS = ("zeros", "ones", "arange", "arange-centered")

@@ -22,7 +22,6 @@ import numpy as np
 
 from .candidate import CandidateProcess
 from .compare import compare, tolerance
-from .engine import Observations, Program
 from .findings import Finding, Kind
 from .oracle import (
     FD_ATOL,
@@ -32,6 +31,7 @@ from .oracle import (
     numpy_observations,
     reference_observations,
 )
+from .program import Observations, Program
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .runtime.values import FLOAT_DTYPES

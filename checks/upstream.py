@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
-from .engine import Program
 from .findings import Finding
 from .markdown import inline
 from .oracle import FD_ATOL, FD_EPS, FD_RTOL
+from .program import Program
 from .report import environment
 from .repro import body, run_script, variable_names
 

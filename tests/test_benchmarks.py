@@ -63,3 +63,39 @@ def test_direct_source_is_a_hand_written_test(overhead: ModuleType) -> None:
     assert "close(c_v1, r_v1)" in source
     assert "close(c_grads0, r_grads0)" in source
     overhead.compile_direct(program, ref, Spec("gelu", fn=lambda torch: None))()
+
+
+def _load(name: str) -> ModuleType:
+    path = SCRIPT.with_name(f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_yardstick_counts_entries_by_kind_and_op_and_flags_unconfirmed_findings() -> None:
+    yardstick = _load("paddle_yardstick")
+    table = yardstick.load_table()
+    first, second = table.TABLE[0], table.TABLE[1]
+
+    def finding(kind: str, op: str, **extra: object) -> dict[str, object]:
+        return {"kind": kind, "op": op, "spec": "s", "message": "m", "observation": "v1",
+                **extra}
+
+    report = {"findings": [
+        finding(first.kind, first.op),  # an entry, reported
+        finding(second.kind, "torch.other"),  # right kind, wrong op: the entry is missed
+        finding("grad-mismatch", "torch.Tensor.add_", judged_alone=True,
+                downstream_of=[{"kind": "value-mismatch", "op": "torch.mul", "node": "v1"}]),
+        finding("grad-mismatch", "torch.Tensor.mul_"),  # blamed, never confirmed alone
+        finding("grad-mismatch", "torch.Tensor.fill_",
+                downstream_of=[{"kind": "candidate-error", "op": "torch.mul", "node": "v1"}]),
+    ]}
+    result = yardstick.score(table, report)
+    reported = {row["id"] for row in result["rows"] if row["reported"]}
+    assert first.id in reported and second.id not in reported
+    assert result["findings"] == 5 and result["downstream"] == 2
+    assert [f["op"] for f in result["unconfirmed"]] == ["torch.Tensor.mul_", "torch.Tensor.fill_"]
+    assert result["consequences"] == 1

@@ -145,8 +145,8 @@ def _largest_failing_program(spec: Any, candidate: Any, finding: Any) -> dict[st
     found: list[Any] = []
 
     def visit(program: dict[str, Any], ref: Any) -> None:
-        hit = evaluate(spec, program, ref, candidate)
-        if hit is not None and hit.fingerprint == finding.fingerprint:
+        hits = evaluate(spec, program, ref, candidate)
+        if any(hit.fingerprint == finding.fingerprint for hit in hits):
             found.append(program)
 
     draw_programs(spec, 30, 3, visit)
@@ -285,7 +285,8 @@ def _rejudge(finding: dict[str, Any], specs: Any, prelude: str) -> Any:
     """The minimized repro program judged again, on a fresh candidate."""
     spec = next(s for s in specs if s.name == finding["spec"])
     with CandidateProcess(CandidateConfig("rejudge", prelude, timeout=3.0)) as candidate:
-        return Oracle(spec, candidate, Budget()).program(finding["repro_program"])
+        found = Oracle(spec, candidate, Budget()).program(finding["repro_program"])
+    return found[0] if found else None
 
 
 def test_minimizing_never_changes_the_bug_of_a_planted_finding(

@@ -278,7 +278,9 @@ def markdown_problems(markdown: str, untouched: Sequence[str] = ()) -> list[str]
 def hostile_context() -> CheckContext:
     findings = [
         finding(0, op=f"torch.ops.{HOSTILE}", message=f"grad differs: {HOSTILE}",
-                verdict_reason=HOSTILE, repro=HOSTILE_REPRO),
+                verdict_reason=HOSTILE, repro=HOSTILE_REPRO, judged_alone=True,
+                downstream_of=[{"kind": "value-mismatch", "op": f"torch.{HOSTILE}",
+                                "node": f"v1 {HOSTILE}"}]),
         finding(1, kind="candidate-error", verdict="undetermined", op="torch.add",
                 message=f"the candidate raised ValueError: {HOSTILE}",
                 verdict_reason=f"RuntimeError: {HOSTILE}", repro=HOSTILE_REPRO),
@@ -297,6 +299,18 @@ def test_hostile_helper_sees_what_it_should() -> None:
         assert kind in found
     assert markdown_problems(f"`@x` ``a`b`` @{ZWSP}x #{ZWSP}1 \\<b\\> \\[a\\](b)\n"
                              "```\n@x <b> #1\n```") == []
+
+
+def test_a_finding_downstream_of_another_says_so_in_the_comment_and_check_run() -> None:
+    ctx = context([finding(0, op="torch.nn.functional.log_softmax", kind="value-mismatch"),
+                   finding(1, op="torch.nn.functional.nll_loss", kind="value-mismatch",
+                           judged_alone=True, downstream_of=[
+                               {"kind": "value-mismatch", "node": "v1",
+                                "op": "torch.nn.functional.log_softmax"}])])
+    mark = "Downstream of value-mismatch at `torch.nn.functional.log_softmax`"
+    for text in (comment_body(ctx), check_output(ctx).text):
+        assert text.count(mark) == 1
+        assert text.index(mark) > text.index("at `torch.nn.functional.nll_loss`")
 
 
 def test_comment_keeps_untrusted_text_inert() -> None:

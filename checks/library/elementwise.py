@@ -62,6 +62,27 @@ def division(torch: Any) -> Any:
     )()
 
 
+@autotest(n=20, ops=["torch.div", "torch.true_divide", "torch.Tensor.div", "torch.fmod",
+                     "torch.remainder"])
+def scalar_division(torch: Any) -> Any:
+    """Python-number divisors, of floating and of integer tensors (true division of integers
+    gives a float; a rounding mode keeps the integer dtype)."""
+    if random_bool():
+        x = random_tensor(low=-20, high=20, dtype=oneof("int64", "int32"))
+        divisor: Any = oneof(2, -3, 4)
+    else:
+        x = random_tensor(low=-5, high=5, dtype=random_dtype("float32", "float64"))
+        divisor = random(0.5, 3.0) | random(-3.0, -0.5) | oneof(2, -3)
+    mode = oneof("trunc", "floor") | nothing()
+    return choose(
+        lambda: torch.div(x, divisor, rounding_mode=mode),
+        lambda: torch.true_divide(x, divisor),
+        lambda: x.div(divisor, rounding_mode=mode),
+        lambda: torch.fmod(x, divisor),
+        lambda: torch.remainder(x, divisor),
+    )()
+
+
 @autotest(n=20, ops=["torch.pow", "torch.Tensor.pow", "torch.float_power", "torch.square"])
 def power(torch: Any) -> Any:
     base, exponent = _broadcast_pair(0.5, 2.0, dtype=random_dtype("float32", "float64"),
@@ -74,6 +95,26 @@ def power(torch: Any) -> Any:
         lambda: torch.pow(random(0.5, 3.0), exponent),
         lambda: torch.float_power(base, exponent),
         lambda: torch.square(signed),
+        # An integer base to a floating exponent promotes to the default float dtype.
+        lambda: torch.pow(random_tensor(low=0, high=10, dtype=oneof("int64", "int32")),
+                          oneof(0.5, 2.0, 1.5)),
+    )()
+
+
+@autotest(n=16, ops=["torch.add", "torch.maximum", "torch.minimum", "torch.mul", "torch.sub",
+                     "torch.where"])
+def int_float_promotion(torch: Any) -> Any:
+    """An integer and a floating tensor in one call: the result has the floating dtype."""
+    ints, floats = _broadcast_pair(-3.0, 3.0, dtype=oneof("int64", "int32"),
+                                   other_dtype=random_dtype("float32", "float64"), swap=False)
+    a, b = (ints, floats) if random_bool() else (floats, ints)
+    return choose(
+        lambda: torch.add(a, b),
+        lambda: torch.maximum(a, b),
+        lambda: torch.minimum(a, b),
+        lambda: torch.mul(a, b),
+        lambda: torch.sub(a, b, alpha=random(0.5, 2.0) | nothing()),
+        lambda: torch.where(ints > 0, ints, floats),
     )()
 
 
@@ -298,6 +339,7 @@ def integer_ops(torch: Any) -> Any:
         lambda: torch.floor_divide(a, oneof(3, -2)),
         lambda: a * b - 7,
         lambda: torch.bitwise_and(a, b),
+        lambda: torch.bitwise_and(a, oneof(3, 6, -2)),
         lambda: (a > 0) & (b > 2),
         lambda: torch.logical_xor(a > 0, a < 5),
         lambda: a / b,

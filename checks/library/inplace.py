@@ -59,20 +59,26 @@ def arithmetic(torch: Any) -> Any:
     return y
 
 
-def _activate_inplace(torch: Any, y: Any) -> None:
-    """One in-place activation of ``y``, as a method, a functional with inplace=True, or an
-    inplace module."""
-    F = torch.nn.functional
+def _method_inplace(torch: Any, y: Any) -> None:
+    """One in-place activation of ``y`` through a Tensor method."""
     low, high = random(-2.0, 0.0), random(0.0, 2.0)
     choose(
         lambda: y.clamp_(low, high),
-        lambda: y.clamp_(min=low),
-        lambda: y.clamp_(max=high),
         lambda: y.relu_(),
+        lambda: y.clamp_(min=low),
         lambda: y.sigmoid_(),
+        lambda: y.clamp_(max=high),
         lambda: y.tanh_(),
         lambda: y.pow_(oneof(2, 3)),
         lambda: y.exp_(),
+    )()
+
+
+def _functional_inplace(torch: Any, y: Any) -> None:
+    """One in-place activation of ``y``: a functional with inplace=True or an inplace module."""
+    F = torch.nn.functional
+    low, high = random(-2.0, 0.0), random(0.0, 2.0)
+    choose(
         lambda: F.relu(y, inplace=True),
         lambda: F.leaky_relu(y, random(0.01, 0.5), inplace=True),
         lambda: F.hardtanh(y, min_val=low, max_val=high, inplace=True),
@@ -82,21 +88,29 @@ def _activate_inplace(torch: Any, y: Any) -> None:
     )()
 
 
-@autotest(n=20, ops=["torch.Tensor.clamp_", "torch.Tensor.relu_", "torch.Tensor.sigmoid_",
-                     "torch.Tensor.tanh_", "torch.Tensor.pow_", "torch.Tensor.exp_",
-                     "torch.nn.functional.relu", "torch.nn.functional.leaky_relu",
-                     "torch.nn.functional.hardtanh", "torch.nn.functional.elu",
-                     "torch.nn.functional.silu", "torch.nn.ReLU"])
-def activations_inplace(torch: Any) -> Any:
+def _activate_twice(torch: Any, activate: Any) -> Any:
     x = random_tensor(shape=_shape(), low=-3, high=3, dtype=random_dtype("float32", "float64"))
     y = _working_copy(torch, x)
-    _activate_inplace(torch, y)
+    activate(torch, y)
     if random_bool():
         # Most of these save their output for backward, so mutating it again would be an
         # error: the second step works on a fresh copy.
         y = y * 1.0
-        _activate_inplace(torch, y)
+        activate(torch, y)
     return y
+
+
+@autotest(n=16, ops=["torch.Tensor.clamp_", "torch.Tensor.relu_", "torch.Tensor.sigmoid_",
+                     "torch.Tensor.tanh_", "torch.Tensor.pow_", "torch.Tensor.exp_"])
+def activation_methods(torch: Any) -> Any:
+    return _activate_twice(torch, _method_inplace)
+
+
+@autotest(n=16, ops=["torch.nn.functional.relu", "torch.nn.functional.leaky_relu",
+                     "torch.nn.functional.hardtanh", "torch.nn.functional.elu",
+                     "torch.nn.functional.silu", "torch.nn.ReLU"])
+def activations_inplace(torch: Any) -> Any:
+    return _activate_twice(torch, _functional_inplace)
 
 
 @autotest(n=20, ops=["torch.Tensor.fill_", "torch.Tensor.zero_", "torch.Tensor.masked_fill_",
@@ -129,6 +143,42 @@ def fill_and_setitem(torch: Any) -> Any:
     else:
         y.fill_(random_tensor(shape=[1], low=-1, high=1, requires_grad=False).sum())
     return y
+
+
+@autotest(n=12, ops=["torch.Tensor.fill_", "torch.Tensor.zero_", "torch.Tensor.masked_fill_"])
+def fills(torch: Any) -> Any:
+    """Fills with a Python number or a 0-d tensor (whose gradient is the sum of the filled
+    positions' gradients)."""
+    shape = _shape()
+    x = random_tensor(shape=shape, low=-2, high=2)
+    y = _working_copy(torch, x)
+    number = random(-3.0, 3.0)
+    tensor = random_tensor(shape=[], low=-3, high=3)
+    mask = random_tensor(shape=_broadcastable(shape), dtype="bool")
+    choose(
+        lambda: y.fill_(number),
+        lambda: y.fill_(tensor),
+        lambda: y.zero_(),
+        lambda: y.masked_fill_(mask, number),
+        lambda: y.masked_fill_(mask, tensor),
+    )()
+    return y
+
+
+@autotest(n=12, ops=["torch.Tensor.copy_"])
+def copies(torch: Any) -> Any:
+    """copy_ keeps self's shape and dtype: the source may broadcast and have another dtype."""
+    shape = _shape()
+    x = random_tensor(shape=shape, low=-2, high=2)
+    y = _working_copy(torch, x)
+    source = choose(
+        lambda: shape,
+        lambda: shape[1:],  # one axis fewer (a 0-d tensor for a vector)
+        lambda: _broadcastable(shape),
+    )()
+    dtype = random_dtype("float32", "float64")
+    y.copy_(random_tensor(shape=source, low=-1, high=1, dtype=dtype))
+    return y * 2
 
 
 def _unique_index(length: int, count: int) -> Any:

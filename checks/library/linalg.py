@@ -36,9 +36,25 @@ def matmul(torch: Any) -> Any:
     )()
 
 
-@autotest(n=20, ops=["torch.mm", "torch.addmm", "torch.mv", "torch.dot", "torch.addmv",
-                     "torch.Tensor.mm"])
+@autotest(n=16, ops=["torch.mm", "torch.mv", "torch.dot", "torch.Tensor.mm"])
 def matrix_products(torch: Any) -> Any:
+    n, k, m = random(1, 5), random(1, 5), random(1, 5)
+    dtype = random_dtype("float32", "float64")
+
+    def t(*shape: Any) -> Any:
+        return random_tensor(shape=list(shape), low=-2, high=2, dtype=dtype)
+
+    return choose(
+        lambda: torch.mm(t(n, k), t(k, m)),
+        lambda: t(n, k).mm(t(k, m)),
+        lambda: torch.mv(t(n, k), t(k)),
+        lambda: torch.dot(t(k), t(k)),
+    )()
+
+
+@autotest(n=12, ops=["torch.addmm", "torch.addmv", "torch.Tensor.addmm"])
+def scaled_products(torch: Any) -> Any:
+    """beta * input + alpha * (a product), the input broadcast to the product's shape."""
     n, k, m = random(1, 5), random(1, 5), random(1, 5)
     dtype = random_dtype("float32", "float64")
     beta, alpha = random(-1.5, 1.5) | nothing(), random(-1.5, 1.5) | nothing()
@@ -47,13 +63,10 @@ def matrix_products(torch: Any) -> Any:
         return random_tensor(shape=list(shape), low=-2, high=2, dtype=dtype)
 
     return choose(
-        lambda: torch.mm(t(n, k), t(k, m)),
-        lambda: t(n, k).mm(t(k, m)),
         lambda: torch.addmm(t(oneof(n, 1), oneof(m, 1)), t(n, k), t(k, m), beta=beta,
                             alpha=alpha),
-        lambda: torch.mv(t(n, k), t(k)),
-        lambda: torch.addmv(t(n), t(n, k), t(k), beta=beta, alpha=alpha),
-        lambda: torch.dot(t(k), t(k)),
+        lambda: torch.addmv(t(oneof(n, 1)), t(n, k), t(k), beta=beta, alpha=alpha),
+        lambda: t(n, m).addmm(t(n, k), t(k, m), alpha=alpha),
     )()
 
 
@@ -112,6 +125,8 @@ def einsum(torch: Any) -> Any:
         ("...ij,...jk->...ik", (t(b, i, j), t(j, k))),
         ("ij,ij,j->i", (t(i, j), t(i, j), t(j))),
     )
+    if random_bool():
+        return torch.einsum(equation, list(operands))  # the operands as one list
     return torch.einsum(equation, *operands)
 
 

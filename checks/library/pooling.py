@@ -34,13 +34,16 @@ def _every_window_touches_input(size: int, kernel: int, stride: int, padding: in
     return True
 
 
-def _windows(dims: int, dilated: bool) -> tuple[dict[str, Any], list[int]]:
+def _windows(dims: int, dilated: bool, pad_first: bool = False
+             ) -> tuple[dict[str, Any], list[int]]:
     """Pooling keyword arguments (padding at most half the kernel, as torch requires) and an
-    input size whose every window holds at least one input element."""
+    input size whose every window holds at least one input element. ``pad_first`` makes the
+    widest padding the first choice (the draw's lower bound)."""
     kernel = [int(random(1, 4)) for _ in range(dims)]
     given_stride = bool(random_bool())
     stride = [int(random(1, 4)) for _ in range(dims)] if given_stride else kernel
-    padding = [int(random(0, k // 2 + 1)) for k in kernel]
+    padding = [k // 2 - int(random(0, k // 2 + 1)) if pad_first else int(random(0, k // 2 + 1))
+               for k in kernel]
     dilation = [int(random(1, 3)) if dilated else 1 for _ in range(dims)]
     ceil_mode = bool(random_bool())
     sizes = [max(1, d * (k - 1) + 1 - 2 * p) + int(random(0, 3))
@@ -61,7 +64,9 @@ def _windows(dims: int, dilated: bool) -> tuple[dict[str, Any], list[int]]:
 
 
 def _input(dims: int, sizes: list[int], low: float = -3.0, high: float = 3.0) -> Any:
-    batch = [int(random(1, 3))] if dims == 3 or random_bool() else []
+    # Batched inputs, the common form, in two draws of three (3-d pooling always has one).
+    batched = dims == 3 or int(random(0, 3)) < 2
+    batch = [int(random(1, 3))] if batched else []
     return random_tensor(shape=[*batch, int(random(1, 3)), *sizes], low=low, high=high)
 
 
@@ -96,24 +101,40 @@ def max_unpool(torch: Any) -> Any:
                                             output_size=sizes)
 
 
-@autotest(n=20, ops=["torch.nn.functional.avg_pool1d", "torch.nn.functional.avg_pool2d",
-                     "torch.nn.functional.avg_pool3d", "torch.nn.AvgPool1d", "torch.nn.AvgPool2d",
-                     "torch.nn.AvgPool3d"])
-def avg_pool(torch: Any) -> Any:
-    dims = int(random(1, 4))
-    kwargs, sizes = _windows(dims, dilated=False)
-    if dims == 3:
-        # avg_pool3d, unlike 1d/2d, wants the unpadded input to hold a whole kernel.
-        kernel = kwargs["kernel_size"]
-        sizes = [max(s, k) for s, k in zip(sizes, [kernel] * 3 if isinstance(kernel, int)
-                                              else kernel, strict=True)]
-    kwargs["count_include_pad"] = random_bool() | nothing()
-    if dims > 1:
-        kwargs["divisor_override"] = random(1, 5) | nothing()
-    x = _input(dims, sizes)
-    if random_bool():
-        return getattr(torch.nn, f"AvgPool{dims}d")(**kwargs)(x)
-    return getattr(torch.nn.functional, f"avg_pool{dims}d")(x, **kwargs)
+def _register_avg_pool(dims: int) -> None:
+    """One spec per dimensionality, so each is drawn on every run."""
+
+    def spec(torch: Any) -> Any:
+        # Padded windows first: count_include_pad and divisor_override decide their divisor.
+        kwargs, sizes = _windows(dims, dilated=False, pad_first=True)
+        if dims == 3:
+            # avg_pool3d, unlike 1d/2d, wants the unpadded input to hold a whole kernel.
+            kernel = kwargs["kernel_size"]
+            sizes = [max(s, k) for s, k in zip(sizes, [kernel] * 3 if isinstance(kernel, int)
+                                                  else kernel, strict=True)]
+        kwargs["count_include_pad"] = nothing() | random_bool()
+        if dims > 1:
+            kwargs["divisor_override"] = random(1, 5) | nothing()
+        x = _input(dims, sizes)
+        if random_bool():
+            return getattr(torch.nn, f"AvgPool{dims}d")(**kwargs)(x)
+        return getattr(torch.nn.functional, f"avg_pool{dims}d")(x, **kwargs)
+
+    spec.__name__ = spec.__qualname__ = f"avg_pool{dims}d"
+    autotest(n=14, ops=[f"torch.nn.functional.avg_pool{dims}d", f"torch.nn.AvgPool{dims}d"])(spec)
+
+
+for _dims in (1, 2, 3):
+    _register_avg_pool(_dims)
+
+
+def _adaptive_output(dims: int, sizes: list[int]) -> Any:
+    """Output sizes that divide the input, that do not, and that exceed it; None keeps an
+    axis."""
+    out: list[int | None] = [choose(s, max(1, s // 2), int(random(1, s + 2))) for s in sizes]
+    if dims > 1 and random_bool():
+        out[int(random(0, dims))] = None
+    return out[0] if dims == 1 else _compact(out) if None not in out else tuple(out)
 
 
 @autotest(n=20, ops=["torch.nn.functional.adaptive_avg_pool1d",
@@ -125,11 +146,7 @@ def avg_pool(torch: Any) -> Any:
 def adaptive_pool(torch: Any) -> Any:
     dims = int(random(1, 4))
     sizes = [int(random(1, 7 if dims < 3 else 5)) for _ in range(dims)]
-    # Output sizes that divide the input, that do not, and that exceed it; None keeps an axis.
-    out: list[int | None] = [choose(s, max(1, s // 2), int(random(1, s + 2))) for s in sizes]
-    if dims > 1 and random_bool():
-        out[int(random(0, dims))] = None
-    output_size = out[0] if dims == 1 else _compact(out) if None not in out else tuple(out)
+    output_size = _adaptive_output(dims, sizes)
     x = _input(dims, sizes)
     use_max = dims < 3 and random_bool()
     if not use_max:
@@ -144,6 +161,32 @@ def adaptive_pool(torch: Any) -> Any:
         pool = getattr(torch.nn.functional, f"adaptive_max_pool{dims}d")
         result = pool(x, output_size, return_indices=indices)
     return tuple(result) if indices else result
+
+
+def _register_adaptive_max(dims: int) -> None:
+    """Adaptive max pooling with and without indices, one spec per dimensionality."""
+
+    def spec(torch: Any) -> Any:
+        sizes = [int(random(1, 7)) for _ in range(dims)]
+        output_size = _adaptive_output(dims, sizes)
+        x = _input(dims, sizes)
+        if random_bool():
+            module = getattr(torch.nn, f"AdaptiveMaxPool{dims}d")
+            values = module(output_size)(x)
+            pooled, indices = module(output_size, return_indices=True)(x)
+        else:
+            pool = getattr(torch.nn.functional, f"adaptive_max_pool{dims}d")
+            values = pool(x, output_size)
+            pooled, indices = pool(x, output_size, return_indices=True)
+        return values, pooled, indices
+
+    spec.__name__ = spec.__qualname__ = f"adaptive_max_pool{dims}d"
+    autotest(n=10, ops=[f"torch.nn.functional.adaptive_max_pool{dims}d",
+                        f"torch.nn.AdaptiveMaxPool{dims}d"])(spec)
+
+
+for _dims in (1, 2):
+    _register_adaptive_max(_dims)
 
 
 @autotest(n=14, ops=["torch.nn.functional.lp_pool1d", "torch.nn.functional.lp_pool2d",

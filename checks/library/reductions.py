@@ -71,6 +71,25 @@ def extrema(torch: Any) -> Any:
     )()
 
 
+@autotest(n=12, ops=["torch.max", "torch.min", "torch.Tensor.max", "torch.Tensor.min",
+                     "torch.fmax", "torch.fmin"])
+def pairwise_extrema(torch: Any) -> Any:
+    """torch.max/min given a second tensor: elementwise, with broadcasting."""
+    shape = _shape()
+    dtype = random_dtype("float32", "float64")
+    x = random_tensor(shape=shape, low=-5, high=5, dtype=dtype)
+    other = random_tensor(shape=shape[int(random(0, len(shape) + 1)):] or [1], low=-5, high=5,
+                          dtype=dtype)
+    return choose(
+        lambda: torch.max(x, other),
+        lambda: torch.min(x, other),
+        lambda: x.max(other),
+        lambda: x.min(other),
+        lambda: torch.fmax(x, other),
+        lambda: torch.fmin(other, x),
+    )()
+
+
 @autotest(n=12, backward=False, ops=["torch.argmax", "torch.argmin", "torch.Tensor.argmax"])
 def argmax(torch: Any) -> Any:
     shape = _shape()
@@ -137,6 +156,23 @@ def norms(torch: Any) -> Any:
         lambda: torch.norm(x, p=oneof(1, 2, "fro") | nothing(), dim=dim, keepdim=keepdim),
         lambda: x.norm(),
         lambda: torch.linalg.norm(x.flatten(), ord=ord_),
+    )()
+
+
+@autotest(n=14, ops=["torch.linalg.norm", "torch.linalg.matrix_norm"])
+def matrix_norms(torch: Any) -> Any:
+    """Matrix norms, including the spectral (ord=2, -2) and nuclear ones, of a matrix or over
+    the last two axes of a batch."""
+    rows, cols = int(random(1, 5)), int(random(1, 5))
+    batch = [int(random(1, 3)) for _ in range(int(random(0, 2)))]
+    x = random_tensor(shape=[*batch, rows, cols], low=-2, high=2,
+                      dtype=random_dtype("float32", "float64"))
+    ord_ = oneof(2, "fro", "nuc", -2, 1, -1, float("inf")) | nothing()
+    keepdim = random_bool() | nothing()
+    return choose(
+        lambda: torch.linalg.norm(x.flatten(0, -2), ord_),
+        lambda: torch.linalg.norm(x, ord=ord_, dim=(-2, -1), keepdim=keepdim),
+        lambda: torch.linalg.matrix_norm(x, ord=ord_, keepdim=keepdim),
     )()
 
 

@@ -173,6 +173,9 @@ def gather_scatter(torch: Any) -> Any:
                                      include_self=random_bool() | nothing()),
         lambda: torch.index_select(x, dim, duplicates.flatten()),
         lambda: torch.take_along_dim(x, duplicates, dim=dim),
+        # without dim, input and indices are taken as flattened
+        lambda: torch.take_along_dim(x, random_tensor(shape=[int(random(1, 6))], dtype="int64",
+                                                      low=0, high=math.prod(shape))),
         lambda: torch.take(x, flat),
     )()
 

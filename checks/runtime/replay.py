@@ -314,9 +314,8 @@ def run_backward(
         finally:
             if tracker is not None:
                 tracker.recording = False
-        for key, tensor, grad in zip(keys, wrt, grads, strict=True):
-            if grad is None:
-                grad = torch.zeros_like(tensor)
+        for key, grad in zip(keys, grads, strict=True):
+            # None stays None (an unused input): "None or zeros" is for the judge to compare
             result[f"grad:{key}"] = observe(torch, grad)
     return result
 
