@@ -29,15 +29,13 @@ from typing import Any
 from sqlalchemy import insert
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
-
-import github_server  # noqa: E402
-from github_server import GitHubServer  # noqa: E402
+sys.path[:0] = [str(ROOT)]
 
 from bot.github import ApiOptions, GitHubApp  # noqa: E402
 from bot.models import Installation, create_all, make_engine, transaction  # noqa: E402
 from bot.reminders import WEEKDAYS, ApiLimits, SweepOptions, SweepReport  # noqa: E402
 from bot.scheduler import Scheduler  # noqa: E402
+from bot.testing.github import GitHubServer, rate_limits  # noqa: E402
 
 ORG, INSTALLATION, BASE = "bench-org", 777, "0" * 40
 GITHUB_HOURLY = 5000  # an installation's default hourly budget on github.com
@@ -90,7 +88,7 @@ def _pull(server: GitHubServer, repo: Any, name: str, n: int, kind: str, now: da
 
 
 def measure(repos: int, prs: int, weeks: int) -> dict[str, Any]:
-    github_server.CORE_LIMIT = 10**9  # GitHub's hourly limit is reported, not enforced here
+    rate_limits.CORE_LIMIT = 10**9  # GitHub's hourly limit is reported, not enforced here
     now = datetime.now(UTC).replace(microsecond=0)
     with GitHubServer(validate_requests=False) as server, \
             tempfile.TemporaryDirectory() as folder:

@@ -24,4 +24,6 @@ Module map (one concern each; none of the feature modules knows about HTTP):
 - ``scheduler.py``  the sweep lock and the scheduler thread that runs the weekly sweeps
 - ``serve.py``      ``alignbot serve``: service, worker and scheduler in one process
 - ``demo.py``       ``alignbot demo``: the whole flow against the GitHub test server
+- ``testing/github/`` the GitHub test server: GitHub's REST API over real HTTP on loopback,
+                    for the tests, the demo and anyone testing a deployment or a config
 """

@@ -11,7 +11,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import socket
-import sys
 import tempfile
 import threading
 import time
@@ -25,6 +24,7 @@ import uvicorn
 
 from .serve import Service, build
 from .settings import Settings, load_settings
+from .testing.github import GitHubServer, validation_available
 
 ROOT = Path(__file__).resolve().parent.parent
 OWNER, REPO, NUMBER, INSTALLATION = "demo-org", "fastops", 1, 4242
@@ -49,18 +49,7 @@ def _patch(path: str, before: bytes, after: bytes) -> str:
     return "\n".join(line for line in diff if not line.startswith(("---", "+++")))
 
 
-def github_server_class() -> Any:
-    """The GitHub test server lives with the tests: the demo needs a source checkout."""
-    tests = ROOT / "tests"
-    if not (tests / "github_server.py").is_file():
-        raise RuntimeError("the demo needs a source checkout (tests/github_server.py)")
-    sys.path.insert(0, str(tests))
-    from github_server import GitHubServer
-
-    return GitHubServer
-
-
-def seed(server: Any, head_file: Path) -> tuple[str, str]:
+def seed(server: GitHubServer, head_file: Path) -> tuple[str, str]:
     """The example repository at its main branch and the pull request's head."""
     base = _files(ROOT / "examples" / "fastops")
     head = {**base, "fastops.py": head_file.read_bytes()}
@@ -75,7 +64,7 @@ def seed(server: Any, head_file: Path) -> tuple[str, str]:
     return base_sha, head_sha
 
 
-def settings_for(server: Any, folder: Path, port: int) -> Settings:
+def settings_for(server: GitHubServer, folder: Path, port: int) -> Settings:
     return load_settings({
         "ALIGNBOT_APP_ID": str(server.app_id), "ALIGNBOT_PRIVATE_KEY": server.private_key_pem,
         "ALIGNBOT_WEBHOOK_SECRETS": SECRET, "ALIGNBOT_GITHUB_API_URL": server.url,
@@ -109,7 +98,8 @@ def running(settings: Settings) -> Iterator[Service]:
         service.worker.stop(timeout=30)
 
 
-def deliver(server: Any, port: int, event: str, payload: dict[str, Any]) -> httpx.Response:
+def deliver(server: GitHubServer, port: int, event: str,
+            payload: dict[str, Any]) -> httpx.Response:
     headers, body = server.delivery(event, payload, SECRET)
     return httpx.post(f"http://127.0.0.1:{port}/webhook", content=body, headers=headers,
                       timeout=30)
@@ -124,8 +114,9 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
 
 
 def run_demo(say: Callable[[str], None] = print, timeout: float = 900) -> int:
-    server_class = github_server_class()
-    with server_class() as github, tempfile.TemporaryDirectory(prefix="alignbot-demo-") as tmp:
+    checked = validation_available()  # GitHub's schemas need jsonschema, a test dependency
+    with GitHubServer(validate_requests=checked) as github, \
+            tempfile.TemporaryDirectory(prefix="alignbot-demo-") as tmp:
         _, head_sha = seed(github, ROOT / "examples" / "pull-request" / "fastops.py")
         port = free_port()
         say(f"GitHub test server on {github.url}; {OWNER}/{REPO} has pull request #{NUMBER}: "

@@ -7,9 +7,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from github_server import GitHubServer
 from service import Service
 
+from bot.testing.github import GitHubServer
 from checks import CandidateConfig, CandidateProcess, preset
 from checks.spec import Spec, load_file
 

@@ -11,7 +11,6 @@ from typing import Any
 
 import pytest
 from github import GithubException
-from github_server import GitHubServer
 from service import Service
 
 from bot.alignment import (
@@ -28,6 +27,7 @@ from bot.github import ApiOptions, GitHubApp, RateLimited
 from bot.models import create_all, make_engine
 from bot.output import CHECK_NAME
 from bot.queue import JobRecord, JobRequest, SqlJobQueue
+from bot.testing.github import GitHubServer
 from bot.webhooks import Event
 
 FIXTURES = Path(__file__).parent / "fixtures"

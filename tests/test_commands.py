@@ -13,7 +13,6 @@ from typing import Any
 
 import httpx
 import pytest
-from github_server import GitHubServer
 from sqlalchemy import select
 
 from bot import commands
@@ -51,6 +50,7 @@ from bot.models import create_all, make_engine, utcnow
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
 from bot.reminders import UPSTREAM
 from bot.sandbox import SandboxResult
+from bot.testing.github import GitHubServer
 from bot.trust import WAITING_MARKER, TrustGate, is_ok
 from bot.webhooks import Event
 

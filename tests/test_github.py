@@ -15,7 +15,6 @@ import pytest
 import requests
 from github import BadCredentialsException, GithubException, RateLimitExceededException
 from github.GithubException import RateLimitExceededExceedsMaxWait
-from github_server import GitHubServer
 
 from bot.alignment import JOB_KIND, AlignmentJob
 from bot.github import (
@@ -30,6 +29,7 @@ from bot.github import (
 )
 from bot.models import create_all, make_engine
 from bot.queue import JobRecord, JobState, SqlJobQueue
+from bot.testing.github import GitHubServer
 from bot.worker import TransientError, is_transient
 
 OWNER, NAME, INSTALLATION, NUMBER = "octo-org", "ops-lib", 4242, 7

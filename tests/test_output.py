@@ -12,7 +12,6 @@ from typing import Any
 import jinja2
 import pytest
 from github import GithubException
-from github_server import GitHubServer
 from service import open_pull
 
 from bot.alignment import CONFIG_PATH, JOB_KIND, _complete, _op_files_for
@@ -48,6 +47,7 @@ from bot.output import (
     fit,
 )
 from bot.queue import JobState, SqlJobQueue
+from bot.testing.github import GitHubServer
 from checks.markdown import ZWSP, Trusted, link, marker
 from checks.report import ENGINE_TEMPLATES, environment, templates_dir
 

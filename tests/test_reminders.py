@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from github_server import CheckRun, GitHubServer, Issue, Reply, Route
 from sqlalchemy import Engine, insert, select
 
 from bot.commands import CommandJob
@@ -41,6 +40,7 @@ from bot.reminders import (
     waiting_on,
 )
 from bot.scheduler import Lease, Scheduler
+from bot.testing.github import CheckRun, GitHubServer, Issue, Reply, Route
 
 ORG, NAME, TRACKER, INSTALLATION = "org", "ops", "tracker", 4242
 REPO = f"{ORG}/{NAME}"

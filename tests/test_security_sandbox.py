@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from github_server import Link
 from service import OWNER, REPO, SECRET, Service, completed, open_pull
 
 from bot.demo import wait_for
+from bot.testing.github import Link
 
 TIMEOUT = 240
 FILES = Path(__file__).parent / "fixtures" / "hostile" / "walk"

@@ -1,0 +1,115 @@
+"""The GitHub test server's repositories, contents and archives (bot/testing/github/repos.py,
+archives.py)."""
+
+from __future__ import annotations
+
+import base64
+import io
+import tarfile
+
+import httpx
+import pytest
+from github import Github, GithubException
+from github.GithubException import UnknownObjectException
+from testing_github import (
+    BASE,
+    BASE_TREE,
+    HEAD,
+    HEAD2,
+    HEAD_TREE,
+    INSTALLATION,
+    NAME,
+    OWNER,
+    app_client,
+    file_text,
+    installation_client,
+    serve_checked,
+    token_for,
+)
+
+from bot.testing.github import GitHubServer
+
+server = pytest.fixture(serve_checked, name="server")
+integration = pytest.fixture(app_client, name="integration")
+gh = pytest.fixture(installation_client, name="gh")
+
+
+def test_repository_and_contents(server: GitHubServer, gh: Github) -> None:
+    repo = gh.get_repo(f"{OWNER}/{NAME}")
+    assert (repo.full_name, repo.default_branch, repo.owner.login) == (f"{OWNER}/{NAME}", "main",
+                                                                      OWNER)
+    assert file_text(repo, ".alignbot.yml", HEAD) == b"candidate: ops\n"
+    assert file_text(repo, "README.md") == b"ops library\n"
+    listing = repo.get_contents("ops", ref=HEAD)
+    assert isinstance(listing, list) and [c.path for c in listing] == ["ops/add.py"]
+    root = repo.get_contents("", ref="refs/pull/7/head")
+    assert isinstance(root, list) and {c.name for c in root} >= {"ops", "README.md"}
+    with pytest.raises(UnknownObjectException):
+        repo.get_contents(".alignbot.yml", ref=BASE)
+    with pytest.raises(GithubException) as caught:
+        repo.get_contents("README.md", ref="no-such-branch")
+    assert caught.value.status == 404 and "No commit found for the ref" in str(caught.value)
+    assert repo.get_commit(HEAD).parents[0].sha == BASE
+
+
+def test_tarball_layout(server: GitHubServer, gh: Github) -> None:
+    repo = gh.get_repo(f"{OWNER}/{NAME}")
+    location = repo.get_archive_link("tarball", HEAD)
+    assert location.startswith(server.url)
+    reply = httpx.get(location)
+    assert reply.headers["content-type"] == "application/x-gzip"
+    with tarfile.open(fileobj=io.BytesIO(reply.content), mode="r:gz") as archive:
+        names = archive.getnames()
+        top = f"{OWNER}-{NAME}-{HEAD[:7]}"
+        assert names[0] == top and all(n == top or n.startswith(top + "/") for n in names)
+        assert archive.pax_headers["comment"] == HEAD
+        member = archive.extractfile(f"{top}/.alignbot.yml")
+        assert member is not None and member.read() == b"candidate: ops\n"
+        assert archive.getmember(f"{top}/ops").isdir()
+
+
+def test_files_over_1_mb_are_served_as_github_serves_them(server: GitHubServer) -> None:
+    big, limit = b"# padding\n" * 110_000, 1024 * 1024
+    assert len(big) > limit
+    exact = b"x" * limit
+    server.push(OWNER, NAME, 7, HEAD2, tree={**HEAD_TREE, "big.yml": big, "exact.yml": exact})
+    headers = {"Authorization": f"token {token_for(server)}"}
+    url = f"{server.url}/repos/{OWNER}/{NAME}/contents/%s?ref={HEAD2}"
+
+    for accept in ("application/vnd.github+json", "application/json", ""):
+        refused = httpx.get(url % "big.yml", headers={**headers, "Accept": accept})
+        assert refused.status_code == 403, accept
+        body = refused.json()
+        assert body["errors"] == [{"resource": "Blob", "field": "data", "code": "too_large"}]
+        assert body["message"].startswith("This API returns blobs up to 1 MB in size.")
+    served = httpx.get(url % "exact.yml", headers=headers)  # 1 MB exactly is still served
+    assert served.status_code == 200 and served.json()["size"] == limit
+    assert base64.b64decode(served.json()["content"]) == exact
+
+    raw = httpx.get(url % "big.yml", headers={**headers, "Accept": "application/vnd.github.raw"})
+    assert raw.status_code == 200 and raw.content == big
+    assert raw.headers["content-type"].startswith("application/vnd.github.raw")
+    small = httpx.get(url % ".alignbot.yml",
+                      headers={**headers, "Accept": "application/vnd.github.v3.raw"})
+    assert small.content == b"candidate: ops\n"
+    obj = httpx.get(url % "big.yml", headers={**headers, "Accept": "application/vnd.github.object"})
+    assert obj.status_code == 200
+    assert (obj.json()["content"], obj.json()["encoding"], obj.json()["size"]) == (
+        "", "none", len(big))
+
+
+def test_private_archive_needs_the_link_or_a_token(server: GitHubServer) -> None:
+    server.add_repo(OWNER, "secret", INSTALLATION, {BASE: BASE_TREE}, private=True)
+    token = token_for(server)
+    headers = {"Authorization": f"token {token}"}
+    assert httpx.get(f"{server.url}/repos/{OWNER}/secret").status_code == 404
+    redirect = httpx.get(f"{server.url}/repos/{OWNER}/secret/tarball/main", headers=headers)
+    assert redirect.status_code == 302
+    location = redirect.headers["Location"]
+    bare = location.split("?")[0]
+    assert httpx.get(location).status_code == 200
+    assert httpx.get(bare).status_code == 404
+    assert httpx.get(bare, headers=headers).status_code == 200
+    followed = httpx.get(f"{server.url}/repos/{OWNER}/secret/tarball/{BASE}", headers=headers,
+                         follow_redirects=True)
+    assert followed.status_code == 200 and followed.content[:2] == b"\x1f\x8b"
