@@ -35,9 +35,9 @@ import github_server  # noqa: E402
 from github_server import GitHubServer  # noqa: E402
 
 from bot.github import ApiOptions, GitHubApp  # noqa: E402
-from bot.models import Installation, create_all, make_engine, transaction  # noqa: E402
 from bot.reminders import WEEKDAYS, ApiLimits, SweepOptions, SweepReport  # noqa: E402
 from bot.scheduler import Scheduler  # noqa: E402
+from bot.storage import Installation, make_engine, migrate, transaction  # noqa: E402
 
 ORG, INSTALLATION, BASE = "bench-org", 777, "0" * 40
 GITHUB_HOURLY = 5000  # an installation's default hourly budget on github.com
@@ -98,7 +98,7 @@ def measure(repos: int, prs: int, weeks: int) -> dict[str, Any]:
         names = seed(server, repos, prs, now)
         seeding = time.perf_counter() - started
         engine = make_engine(f"sqlite:///{Path(folder) / 'alignbot.db'}")
-        create_all(engine)
+        migrate(engine)
         with transaction(engine) as conn:
             conn.execute(insert(Installation.__table__).values(
                 id=INSTALLATION, account_login=ORG, repositories=names))
