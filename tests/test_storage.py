@@ -32,6 +32,7 @@ from sqlalchemy import (
 )
 
 import bot
+from bot.commands import register_upstream, upstream_item
 from bot.queue import JobRequest, JobState, SqlJobQueue
 from bot.reminders import Phase, Store
 from bot.storage import (
@@ -59,6 +60,7 @@ from bot.storage import (
 )
 from bot.storage.migrate import INITIAL, MIGRATIONS
 from bot.storage.migrations.versions.v0001_initial import schema as initial_schema
+from bot.trust import record_ok
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)
@@ -405,6 +407,19 @@ def test_insert_ignore_keeps_the_first_row(engine: Engine) -> None:
         rows = conn.execute(select(OK_TO_TEST.c.head_sha, OK_TO_TEST.c.trusted_by)
                             .order_by(OK_TO_TEST.c.id)).all()
     assert [tuple(row) for row in rows] == [("abc", "bob"), ("def", "eve")]
+
+
+def test_second_ok_to_test_and_second_watch_of_a_url_change_nothing(engine: Engine) -> None:
+    """On PostgreSQL the generated id's RETURNING once made both answer True again."""
+    migrate(engine)
+    assert record_ok(engine, "org/a", 3, "abc", "bob")
+    assert not record_ok(engine, "org/a", 3, "abc", "eve")
+    watch = {"url": "https://github.com/pytorch/pytorch/issues/9", "repo": "pytorch/pytorch",
+             "number": 9, "kind": "issue", "pr_repo": "org/a", "pr_number": 3}
+    assert register_upstream(engine, registered_by="bob", **watch)
+    assert not register_upstream(engine, registered_by="eve", **watch)
+    item = upstream_item(engine, watch["url"])
+    assert item is not None and item.registered_by == "bob"
 
 
 def test_upsert_needs_something_to_update(engine: Engine) -> None:

@@ -1,7 +1,7 @@
 """Insert-or-update and insert-or-ignore, the same call on SQLite and PostgreSQL.
 
-Both backends know ``INSERT … ON CONFLICT (keys) DO UPDATE | DO NOTHING`` (SQLite since 3.24),
-a single statement: no read-then-write race, and on PostgreSQL the conflicting row is locked
+Both backends know ``INSERT … ON CONFLICT (keys) DO UPDATE | DO NOTHING`` (SQLite since 3.24,
+with ``RETURNING`` since 3.35), a single statement: no read-then-write race, and on PostgreSQL the conflicting row is locked
 until the transaction ends. SQLAlchemy builds it per dialect; this module is the only place
 that picks the dialect.
 """
@@ -42,7 +42,12 @@ def upsert(conn: Connection, table: Table, values: Mapping[str, Any], *, keys: S
 
 def insert_ignore(conn: Connection, table: Table, values: Mapping[str, Any], *,
                   keys: Sequence[str]) -> bool:
-    """Insert ``values`` unless a row with the same ``keys`` exists; True when inserted."""
-    statement = _insert(conn, table).values(**values)
-    result = conn.execute(statement.on_conflict_do_nothing(index_elements=list(keys)))
-    return bool(result.rowcount)
+    """Insert ``values`` unless a row with the same ``keys`` exists; True when inserted.
+
+    Told by the row ``RETURNING`` gives back, not by ``rowcount``: on PostgreSQL an insert
+    into a table with a generated id returns that id, and its ``rowcount`` is -1 either way.
+    """
+    statement = (_insert(conn, table).values(**values)
+                 .on_conflict_do_nothing(index_elements=list(keys))
+                 .returning(*table.primary_key.columns))
+    return conn.execute(statement).first() is not None
