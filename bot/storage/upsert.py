@@ -1,9 +1,9 @@
 """Insert-or-update and insert-or-ignore, the same call on SQLite and PostgreSQL.
 
-Both backends know ``INSERT … ON CONFLICT (keys) DO UPDATE | DO NOTHING`` (SQLite since 3.24,
-with ``RETURNING`` since 3.35), a single statement: no read-then-write race, and on PostgreSQL the conflicting row is locked
-until the transaction ends. SQLAlchemy builds it per dialect; this module is the only place
-that picks the dialect.
+Both backends know ``INSERT … ON CONFLICT (keys) DO UPDATE | DO NOTHING`` (SQLite since
+3.24, with ``RETURNING`` since 3.35), a single statement: no read-then-write race, and on
+PostgreSQL the conflicting row is locked until the transaction ends. SQLAlchemy builds it per
+dialect; this module is the only place that picks the dialect.
 """
 
 from __future__ import annotations
