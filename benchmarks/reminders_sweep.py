@@ -32,9 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 from bot.github import ApiOptions, GitHubApp  # noqa: E402
-from bot.models import Installation, create_all, make_engine, transaction  # noqa: E402
 from bot.reminders import WEEKDAYS, ApiLimits, SweepOptions, SweepReport  # noqa: E402
 from bot.scheduler import Scheduler  # noqa: E402
+from bot.storage import Installation, make_engine, migrate, transaction  # noqa: E402
 from bot.testing.github import GitHubServer, rate_limits  # noqa: E402
 
 ORG, INSTALLATION, BASE = "bench-org", 777, "0" * 40
@@ -96,7 +96,7 @@ def measure(repos: int, prs: int, weeks: int) -> dict[str, Any]:
         names = seed(server, repos, prs, now)
         seeding = time.perf_counter() - started
         engine = make_engine(f"sqlite:///{Path(folder) / 'alignbot.db'}")
-        create_all(engine)
+        migrate(engine)
         with transaction(engine) as conn:
             conn.execute(insert(Installation.__table__).values(
                 id=INSTALLATION, account_login=ORG, repositories=names))

@@ -49,9 +49,9 @@ def serve(database: Path, with_worker: bool, access_log: bool, synchronous: str)
     import uvicorn
 
     from bot.app import create_app
-    from bot.models import create_all, make_engine
     from bot.queue import JobRecord, JobRequest, SqlJobQueue
     from bot.settings import load_settings
+    from bot.storage import make_engine, migrate
     from bot.webhooks import Event, WebhookRouter, require
     from bot.worker import Worker
 
@@ -64,7 +64,7 @@ def serve(database: Path, with_worker: bool, access_log: bool, synchronous: str)
         }
     )
     engine = make_engine(settings.database_url, sqlite_synchronous=synchronous)
-    create_all(engine)
+    migrate(engine)
     router = WebhookRouter()
 
     @router.on("pull_request", "opened", "synchronize")

@@ -3,7 +3,8 @@
 Module map (one concern each; none of the feature modules knows about HTTP):
 
 - ``settings.py``   environment settings (pydantic-settings), one clear error per bad value
-- ``models.py``     SQLAlchemy tables: deliveries, jobs (and later reminder state)
+- ``storage/``      the database: every table (one module per concern), engines,
+                    the upsert helper, and Alembic migrations run at start-up
 - ``queue.py``      the durable job queue behind a small interface (SQL now, Celery later)
 - ``webhooks.py``   HMAC verification, delivery de-duplication, routing, enqueue, 2xx at once
 - ``app.py``        the FastAPI application (``POST /webhook``, ``GET /healthz``)

@@ -16,8 +16,8 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
-from bot.models import transaction
 from bot.settings import Settings
+from bot.storage import transaction
 from bot.webhooks import Acceptance, DeliveryStore, SqlDeliveryStore, WebhookRouter, accept
 
 log = logging.getLogger(__name__)

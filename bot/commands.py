@@ -36,23 +36,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
-from sqlalchemy import (
-    BigInteger,
-    Connection,
-    Engine,
-    Index,
-    Row,
-    String,
-    Table,
-    Text,
-    delete,
-    func,
-    select,
-    update,
-)
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import Engine, Row, delete, func, select, update
 
 from checks.markdown import Trusted
 from checks.report import environment
@@ -62,10 +46,19 @@ from .config import RepoConfig, Trust
 from .engine_report import checked_finding, stored_findings
 from .github import GitHubApp, transient_failures
 from .markers import first_marked
-from .models import Base, BigId, transaction, utcnow
 from .output import COMMENT_LIMIT, fit, safe_title
-from .queue import JOBS, JobQueue, JobRecord, JobRequest, JobState
-from .reminders import UPSTREAM
+from .queue import JobQueue, JobRecord, JobRequest
+from .storage import (
+    FILINGS,
+    PR_SETTINGS,
+    REPLIES,
+    UPSTREAM,
+    USES,
+    insert_ignore,
+    transaction,
+    upsert,
+    utcnow,
+)
 from .trust import TRUSTED_ASSOCIATIONS, base_config, pr_trusted, record_ok
 from .webhooks import Event, WebhookRouter, require
 
@@ -140,103 +133,6 @@ class Reaction(StrEnum):
     DONE = "+1"
     QUEUED = "eyes"
     NOT_ANSWERED = "confused"  # refused, and the reply budget is spent
-
-
-# --------------------------------------------------------------------------- tables
-
-
-class CommandReply(Base):
-    """One command line that was handled: (source, source id, line hash) → its outcome.
-
-    ``source`` is ``comment`` or ``review``; ``reaction`` and ``reply_body`` are what is
-    owed to GitHub, ``reacted`` and ``reply_id`` say it was delivered. The row is written
-    before anything is posted, so a redelivery, an edit or a re-run job only finishes the
-    delivery and never acts again.
-    """
-
-    __tablename__ = "command_replies"
-
-    source: Mapped[str] = mapped_column(String(16), primary_key=True)
-    source_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    line_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
-    repo: Mapped[str] = mapped_column(String(255))
-    number: Mapped[int] = mapped_column(BigInteger)
-    actor: Mapped[str] = mapped_column(String(64))
-    command: Mapped[str] = mapped_column(String(32))  # a Name, or "" when not understood
-    accepted: Mapped[bool]
-    reaction: Mapped[str | None] = mapped_column(String(16))
-    reacted: Mapped[bool] = mapped_column(default=False)
-    reply_body: Mapped[str | None] = mapped_column(Text)
-    reply_id: Mapped[int | None] = mapped_column(BigInteger)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class CommandUse(Base):
-    """One rate-limited use of a command (``/align``) by ``login`` on ``repo#number``."""
-
-    __tablename__ = "command_uses"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    repo: Mapped[str] = mapped_column(String(255))
-    number: Mapped[int] = mapped_column(BigInteger)
-    login: Mapped[str] = mapped_column(String(64))
-    command: Mapped[str] = mapped_column(String(32))
-    used_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-    __table_args__ = (Index("ix_command_uses_who", "repo", "number", "login", "command",
-                            "used_at"),)
-
-
-class PrReminderSettings(Base):
-    """Per-pull-request reminder settings that ``/remind`` changes; ``bot/reminders.py``
-    reads them before it sends a reminder.
-
-    - ``repo`` (``owner/name``) and ``number``: the pull request (the primary key).
-    - ``snoozed_until``: no reminder before this moment (UTC, timezone-aware); None: not
-      snoozed. ``/remind snooze 3d`` sets it, ``/remind on`` clears it.
-    - ``disabled``: no reminders at all on this pull request (``/remind off``; ``/remind on``
-      turns them back on). A missing row means the repository's defaults apply.
-    - ``updated_by``: the login of whoever changed it last; ``updated_at``: when (UTC).
-    """
-
-    __tablename__ = "pr_reminder_settings"
-
-    repo: Mapped[str] = mapped_column(String(255), primary_key=True)
-    number: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    snoozed_until: Mapped[datetime | None]
-    disabled: Mapped[bool] = mapped_column(default=False)
-    updated_by: Mapped[str] = mapped_column(String(64))
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class UpstreamFiling(Base):
-    """An issue alignbot opened in a tracking repository for one finding (``/upstream …
-    file``): one per (tracking repository, fingerprint), whichever pull request asks again.
-    ``issue_number`` is None while the issue is being opened."""
-
-    __tablename__ = "upstream_filings"
-
-    tracking_repo: Mapped[str] = mapped_column(String(255), primary_key=True)
-    fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
-    issue_number: Mapped[int | None] = mapped_column(BigInteger)
-    issue_url: Mapped[str | None] = mapped_column(String(1024))
-    repo: Mapped[str] = mapped_column(String(255))
-    number: Mapped[int] = mapped_column(BigInteger)
-    filed_by: Mapped[str] = mapped_column(String(64))
-    filed_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-REPLIES = cast(Table, CommandReply.__table__)
-USES = cast(Table, CommandUse.__table__)
-REMINDERS = cast(Table, PrReminderSettings.__table__)
-FILINGS = cast(Table, UpstreamFiling.__table__)
-
-
-def _upsert(conn: Connection, table: Table, keys: dict[str, Any], values: dict[str, Any]
-            ) -> None:
-    dialect_insert = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    statement = dialect_insert(table).values(**keys, **values)
-    conn.execute(statement.on_conflict_do_update(index_elements=list(keys), set_=values))
 
 
 # --------------------------------------------------------------------------- parsing
@@ -835,7 +731,7 @@ class CommandJob:
 
     def _finding(self, request: Request, fingerprint: str
                  ) -> tuple[str, dict[str, Any]] | Outcome:
-        latest = latest_report(self.engine, request.repo_name, request.number)
+        latest = latest_report(self.queue, request.repo_name, request.number)
         if latest is None:
             return refused(Refusal.NO_REPORT)
         head_sha, findings = latest
@@ -953,7 +849,7 @@ class CommandJob:
         else:
             values.update(disabled=command.remind == "off", snoozed_until=None)
         with transaction(self.engine) as conn:
-            _upsert(conn, REMINDERS, keys, values)
+            upsert(conn, PR_SETTINGS, {**keys, **values}, keys=list(keys), update=values)
         return Outcome(True, Reaction.DONE, values={"remind": command.remind,
                                            "until": values.get("snoozed_until")})
 
@@ -1027,20 +923,14 @@ def _find_issue(request: Request, tracking: str, fingerprint: str, marker: str) 
     return first_marked(found, request.app.bot_login(), marker)
 
 
-def latest_report(engine: Engine, repo: str, number: int
+def latest_report(queue: JobQueue, repo: str, number: int
                   ) -> tuple[str, list[dict[str, Any]]] | None:
     """The head sha and findings of the latest completed ``align`` job with a report."""
-    query = (select(JOBS.c.payload, JOBS.c.result)
-             .where(JOBS.c.kind == ALIGN_KIND, JOBS.c.key == f"{repo}#{number}",
-                    JOBS.c.state == JobState.DONE.value)
-             .order_by(JOBS.c.id.desc()).limit(50))
-    with transaction(engine) as conn:
-        rows = conn.execute(query).all()
-    for payload, result in rows:
-        report = (result or {}).get("report")
+    for job in queue.latest(ALIGN_KIND, f"{repo}#{number}"):
+        report = (job.result or {}).get("report")
         findings = stored_findings(report) if isinstance(report, dict) else None
         if findings is not None:
-            return str((payload or {}).get("head_sha", "")), findings
+            return str(job.payload.get("head_sha", "")), findings
     return None
 
 
@@ -1053,11 +943,7 @@ def register_upstream(engine: Engine, *, url: str, repo: str, number: int, kind:
               "registered_by": registered_by, "pr_repo": pr_repo, "pr_number": pr_number,
               "tracking_repo": tracking_repo, "created_at": utcnow()}
     with transaction(engine) as conn:
-        dialect_insert = (postgresql_insert if conn.dialect.name == "postgresql"
-                          else sqlite_insert)
-        result = conn.execute(dialect_insert(UPSTREAM).values(**values)
-                              .on_conflict_do_nothing(index_elements=["url"]))
-        return bool(result.rowcount)
+        return insert_ignore(conn, UPSTREAM, values, keys=["url"])
 
 
 def upstream_item(engine: Engine, url: str) -> Row[Any] | None:
@@ -1069,5 +955,5 @@ def upstream_item(engine: Engine, url: str) -> Row[Any] | None:
 def reminder_settings(engine: Engine, repo: str, number: int) -> Row[Any] | None:
     """The ``pr_reminder_settings`` row of a pull request, or None (the defaults apply)."""
     with transaction(engine) as conn:
-        return conn.execute(select(REMINDERS).where(REMINDERS.c.repo == repo,
-                                                    REMINDERS.c.number == number)).first()
+        return conn.execute(select(PR_SETTINGS).where(PR_SETTINGS.c.repo == repo,
+                                                      PR_SETTINGS.c.number == number)).first()

@@ -6,15 +6,13 @@ import builtins
 import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from enum import StrEnum
-from typing import Any, Protocol, cast
+from typing import Any, Protocol
 
 from sqlalchemy import (
     JSON,
     Connection,
     Engine,
     Row,
-    Table,
     bindparam,
     func,
     insert,
@@ -22,23 +20,13 @@ from sqlalchemy import (
     update,
 )
 
-from bot.models import Job, UtcDateTime, transaction, utcnow
+from bot.storage import ACTIVE_STATES, JOBS, JobState, UtcDateTime, transaction, utcnow
 
-JOBS = cast(Table, Job.__table__)
+__all__ = ["ACTIVE_STATES", "JOBS", "JobQueue", "JobRecord", "JobRequest", "JobState",
+           "SqlJobQueue"]
 # The queue's own bookkeeping of transient failures, kept in the payload column (no schema
 # change) and never shown to handlers: {"failures": n, "first": ISO time of the first}.
 RETRY_KEY = "_alignbot_retry"
-
-
-class JobState(StrEnum):
-    QUEUED = "queued"
-    RUNNING = "running"
-    DONE = "done"
-    FAILED = "failed"
-    SUPERSEDED = "superseded"
-
-
-ACTIVE_STATES = (JobState.QUEUED, JobState.RUNNING)
 
 
 @dataclass(frozen=True)
@@ -97,6 +85,10 @@ class JobQueue(Protocol):
 
     def list(
         self, kind: str | None = None, state: JobState | None = None
+    ) -> builtins.list[JobRecord]: ...
+
+    def latest(
+        self, kind: str, key: str, state: JobState = JobState.DONE, limit: int = 50
     ) -> builtins.list[JobRecord]: ...
 
 
@@ -282,6 +274,19 @@ class SqlJobQueue:
             query = query.where(JOBS.c.kind == kind)
         if state is not None:
             query = query.where(JOBS.c.state == JobState(state))
+        with transaction(self.engine) as conn:
+            return [_record(row) for row in conn.execute(query)]
+
+    def latest(
+        self, kind: str, key: str, state: JobState = JobState.DONE, limit: int = 50
+    ) -> builtins.list[JobRecord]:
+        """The last ``limit`` jobs of ``kind`` about ``key`` in ``state``, newest first."""
+        query = (
+            select(JOBS)
+            .where(JOBS.c.kind == kind, JOBS.c.key == key, JOBS.c.state == JobState(state))
+            .order_by(JOBS.c.id.desc())
+            .limit(limit)
+        )
         with transaction(self.engine) as conn:
             return [_record(row) for row in conn.execute(query)]
 

@@ -43,31 +43,27 @@ from zoneinfo import ZoneInfo
 
 import requests
 from github import Github, GithubException
-from sqlalchemy import (
-    BigInteger,
-    Boolean,
-    Column,
-    Engine,
-    Index,
-    Integer,
-    MetaData,
-    String,
-    Table,
-    Text,
-    UniqueConstraint,
-    select,
-    update,
-)
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Engine, select, update
 from sqlalchemy.engine import Connection
-from sqlalchemy.orm import Mapped, mapped_column
 
 from checks.report import environment
 
 from .config import CONFIG_PATH, ConfigError, Reminders, RepoConfig, glob_match, load_config
 from .markers import find_marked
-from .models import Base, BigId, UtcDateTime, transaction, utcnow
+from .storage import (
+    CALLS,
+    INSTALLATIONS,
+    PR_SETTINGS,
+    SENT,
+    SWEEPS,
+    UPSTREAM,
+    Kind,
+    Phase,
+    UpstreamState,
+    transaction,
+    upsert,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -88,22 +84,6 @@ _TEAM = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
 
-class Kind(StrEnum):
-    """Who a stale pull request waits on, and so what the reminder says."""
-
-    REVIEWERS = "waiting-on-reviewers"
-    AUTHOR = "waiting-on-author"
-    MERGE = "waiting-to-merge"
-    ESCALATION = "escalation"
-
-
-class Phase(StrEnum):
-    LISTING = "listing"
-    FOLLOWUPS = "followups"
-    UPSTREAM = "upstream"
-    DONE = "done"
-
-
 class Skip(StrEnum):
     """Why a pull request got no reminder (counted in the sweep's report)."""
 
@@ -121,132 +101,6 @@ class Skip(StrEnum):
     ESCALATED = "escalated"
     MAX_REMINDERS = "max-reminders"
     UNREADABLE = "unreadable"
-
-
-class UpstreamState(StrEnum):
-    OPEN = "open"
-    CLOSED = "closed"
-    MERGED = "merged"
-
-
-# --------------------------------------------------------------------------- tables
-
-
-class ReminderSent(Base):
-    """One reminder posted on a pull request; ``count`` is its place in the current run of
-    reminders without human activity (1 for the first; the escalation comes after
-    ``max_reminders``)."""
-
-    __tablename__ = "reminders_sent"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    repo: Mapped[str] = mapped_column(String(255))
-    number: Mapped[int] = mapped_column(Integer)
-    period: Mapped[str] = mapped_column(String(10))  # the local date of the period's slot
-    sent_at: Mapped[datetime]
-    kind: Mapped[str] = mapped_column(String(32))
-    comment_id: Mapped[int] = mapped_column(BigInteger)
-    count: Mapped[int] = mapped_column(Integer)
-
-    __table_args__ = (
-        UniqueConstraint("repo", "number", "period", name="uq_reminders_sent_period"),
-        Index("ix_reminders_sent_repo_sent_at", "repo", "sent_at"),
-    )
-
-
-class ReminderSweep(Base):
-    """Where the sweep of one repository stands: its period, phase, cursor and next check."""
-
-    __tablename__ = "reminder_sweeps"
-
-    repo: Mapped[str] = mapped_column(String(255), primary_key=True)
-    installation_id: Mapped[int] = mapped_column(BigInteger)
-    period: Mapped[str | None] = mapped_column(String(10))
-    phase: Mapped[str] = mapped_column(String(16), default=Phase.DONE.value)
-    cursor: Mapped[dict[str, Any]] = mapped_column(default=dict)
-    next_check_at: Mapped[datetime | None]
-    started_at: Mapped[datetime | None]
-    finished_at: Mapped[datetime | None]
-    posted: Mapped[int] = mapped_column(default=0)
-    error: Mapped[str | None] = mapped_column(Text)
-    digest_issue: Mapped[int | None] = mapped_column(Integer)  # when this is a tracking repo
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-
-class ReminderApiCalls(Base):
-    """GitHub requests made by the reminder feature, per installation and clock hour."""
-
-    __tablename__ = "reminder_api_calls"
-
-    installation_id: Mapped[int] = mapped_column(BigInteger, primary_key=True,
-                                                 autoincrement=False)
-    hour: Mapped[datetime] = mapped_column(primary_key=True)
-    calls: Mapped[int] = mapped_column(default=0)
-    writes: Mapped[int] = mapped_column(default=0)
-
-
-class UpstreamItem(Base):
-    """An upstream issue or pull request that a pull request here waits on.
-
-    ``bot/commands.py`` inserts rows (``/upstream … file``, ``/track URL``) with ``url``,
-    ``repo``, ``number``, ``kind``, ``registered_by``, ``pr_repo``, ``pr_number`` (the rest
-    default); the weekly watch fills ``last_checked``, ``state``, ``last_activity``,
-    ``tracking_repo`` and ``note``.
-    """
-
-    __tablename__ = "upstream_items"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    url: Mapped[str] = mapped_column(String(512), unique=True)
-    repo: Mapped[str] = mapped_column(String(255))  # upstream owner/name
-    number: Mapped[int] = mapped_column(Integer)
-    kind: Mapped[str] = mapped_column(String(8))  # "issue" | "pr"
-    registered_by: Mapped[str | None] = mapped_column(String(255))
-    pr_repo: Mapped[str] = mapped_column(String(255))
-    pr_number: Mapped[int | None] = mapped_column(Integer)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    last_checked: Mapped[datetime | None]
-    state: Mapped[str] = mapped_column(String(16), default=UpstreamState.OPEN.value)
-    last_activity: Mapped[datetime | None]
-    tracking_repo: Mapped[str | None] = mapped_column(String(255))
-    note: Mapped[str | None] = mapped_column(Text)
-
-    __table_args__ = (Index("ix_upstream_items_pr_repo", "pr_repo"),)
-
-
-# ``pr_reminder_settings`` belongs to bot/commands.py (``/remind snooze|off|on`` writes it).
-# This module only reads it, through a definition of the same columns on a MetaData of its
-# own: declaring it on Base.metadata too would make whichever module is imported second fail
-# ("Table … is already defined"). ``create_tables`` creates it when it is missing.
-SETTINGS_METADATA = MetaData()
-PR_SETTINGS = Table(
-    "pr_reminder_settings", SETTINGS_METADATA,
-    Column("repo", String(255), primary_key=True),
-    Column("number", BigInteger, primary_key=True, autoincrement=False),
-    Column("snoozed_until", UtcDateTime()),
-    Column("disabled", Boolean, nullable=False, default=False),
-    Column("updated_by", String(64), nullable=False),
-    Column("updated_at", UtcDateTime(), nullable=False, default=utcnow),
-    extend_existing=True,
-)
-
-SENT = cast(Table, ReminderSent.__table__)
-SWEEPS = cast(Table, ReminderSweep.__table__)
-CALLS = cast(Table, ReminderApiCalls.__table__)
-UPSTREAM = cast(Table, UpstreamItem.__table__)
-
-
-def create_tables(engine: Engine) -> None:
-    """Create this feature's tables (and ``pr_reminder_settings``) where they are missing."""
-    Base.metadata.create_all(engine, tables=[SENT, SWEEPS, CALLS, UPSTREAM])
-    SETTINGS_METADATA.create_all(engine)
-
-
-def _upsert(conn: Connection, table: Table, values: dict[str, Any], keys: list[str],
-            changes: dict[str, Any]) -> None:
-    dialect_insert = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    statement = dialect_insert(table).values(**values)
-    conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changes))
 
 
 # --------------------------------------------------------------------------- time
@@ -361,9 +215,9 @@ class Budget:
         values = {"installation_id": self.installation_id, "hour": self.hour,
                   "calls": self.pending, "writes": self.pending_writes}
         with transaction(self.engine) as conn:
-            _upsert(conn, CALLS, values, ["installation_id", "hour"],
-                    {"calls": CALLS.c.calls + self.pending,
-                     "writes": CALLS.c.writes + self.pending_writes})
+            upsert(conn, CALLS, values, keys=["installation_id", "hour"],
+                   update={"calls": CALLS.c.calls + self.pending,
+                           "writes": CALLS.c.writes + self.pending_writes})
         self.used, self.written = self.used + self.pending, self.written + self.pending_writes
         self.pending = self.pending_writes = 0
 
@@ -792,7 +646,7 @@ class Store:
             return
         values = {**state.__dict__, "phase": state.phase.value, "updated_at": utcnow()}
         changes = {k: v for k, v in values.items() if k not in ("repo", "digest_issue")}
-        _upsert(conn, SWEEPS, values, ["repo"], changes)
+        upsert(conn, SWEEPS, values, keys=["repo"], update=changes)
 
     def digest_issue(self, repo: str) -> int | None:
         with transaction(self.engine) as conn:
@@ -804,7 +658,7 @@ class Store:
         values = {"repo": repo, "installation_id": installation_id, "phase": Phase.DONE.value,
                   "cursor": {}, "posted": 0, "digest_issue": number, "updated_at": utcnow()}
         with transaction(self.engine) as conn:
-            _upsert(conn, SWEEPS, values, ["repo"], {"digest_issue": number})
+            upsert(conn, SWEEPS, values, keys=["repo"], update={"digest_issue": number})
 
     def record(self, state: RepoState, reminder: Reminder, comment_id: int,
                sent_at: datetime) -> None:
@@ -875,12 +729,9 @@ class Store:
 
     def installation_of(self, repo: str) -> int | None:
         """The installation that holds ``repo``, from the ``installations`` table."""
-        from .models import Installation
-
-        table = cast(Table, Installation.__table__)
         with transaction(self.engine) as conn:
-            rows = conn.execute(select(table.c.id, table.c.repositories).where(
-                table.c.deleted.is_(False), table.c.suspended.is_(False)))
+            rows = conn.execute(select(INSTALLATIONS.c.id, INSTALLATIONS.c.repositories).where(
+                INSTALLATIONS.c.deleted.is_(False), INSTALLATIONS.c.suspended.is_(False)))
             for installation_id, repositories in rows:
                 if repo.lower() in {r.lower() for r in repositories or []}:
                     return int(installation_id)

@@ -11,17 +11,12 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import cast
 
 import requests
 from github import BadCredentialsException, GithubException
-from sqlalchemy import Engine, String, Table, or_, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import Engine, or_, select, update
 
 from .github import ApiOptions, GitHubApp
-from .models import Base, Installation, create_all, make_engine, transaction, utcnow
 from .reminders import (
     Api,
     ApiLimits,
@@ -35,9 +30,17 @@ from .reminders import (
     SweepOptions,
     SweepReport,
     WritePacer,
-    create_tables,
 )
 from .settings import Settings
+from .storage import (
+    INSTALLATIONS,
+    LOCKS,
+    insert_ignore,
+    make_engine,
+    migrate,
+    transaction,
+    utcnow,
+)
 
 log = logging.getLogger(__name__)
 
@@ -45,21 +48,6 @@ LEASE_NAME = "reminder-sweep"
 LEASE_TTL = timedelta(minutes=10)
 PASS_INTERVAL = 300.0  # seconds between passes; a repository is swept once per week
 FIRST_PASS_DELAY = 60.0  # let the service settle first
-
-
-class SweepLock(Base):
-    """The sweep lease: one row per lock name; whoever holds an unexpired lease sweeps."""
-
-    __tablename__ = "reminder_sweep_lock"
-
-    name: Mapped[str] = mapped_column(String(64), primary_key=True)
-    owner: Mapped[str | None] = mapped_column(String(255))
-    expires_at: Mapped[datetime]
-    acquired_at: Mapped[datetime | None]
-
-
-LOCKS = cast(Table, SweepLock.__table__)
-INSTALLATIONS = cast(Table, Installation.__table__)
 
 
 class Lease:
@@ -80,11 +68,9 @@ class Lease:
     def acquire(self) -> bool:
         now = self.clock()
         with transaction(self.engine) as conn:
-            dialect_insert = (postgresql_insert if conn.dialect.name == "postgresql"
-                              else sqlite_insert)
-            conn.execute(dialect_insert(LOCKS).values(
-                name=self.name, owner=None, expires_at=now - timedelta(seconds=1),
-                acquired_at=None).on_conflict_do_nothing(index_elements=["name"]))
+            insert_ignore(conn, LOCKS, {"name": self.name, "owner": None, "acquired_at": None,
+                                        "expires_at": now - timedelta(seconds=1)},
+                          keys=["name"])
             taken = conn.execute(update(LOCKS).where(
                 LOCKS.c.name == self.name,
                 or_(LOCKS.c.expires_at < now, LOCKS.c.owner == self.owner),
@@ -148,7 +134,6 @@ class Scheduler:
                  clock: Callable[[], datetime] = utcnow, owner: str | None = None,
                  hooks: SweepHooks | None = None, lease_ttl: timedelta = LEASE_TTL,
                  sleep: Callable[[float], None] = time.sleep) -> None:
-        create_tables(engine)
         self.engine, self.app, self.clock, self.sleep = engine, app, clock, sleep
         self.options = options or SweepOptions()
         self.interval, self.first_delay = interval, first_delay
@@ -272,7 +257,7 @@ def run_from_settings(settings: Settings, force: bool = False) -> SweepReport:
     """``alignbot remind-sweep``: one pass with the service's settings."""
     engine = make_engine(settings.database_url)
     try:
-        create_all(engine)
+        migrate(engine)
         app = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
             base_url=settings.github_api_url, max_wait=settings.github_max_wait,
             seconds_between_writes=settings.github_write_interval))

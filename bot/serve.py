@@ -15,12 +15,12 @@ from sqlalchemy.engine import Engine
 from . import alignment, commands, trust
 from .app import create_app
 from .github import ApiOptions, GitHubApp
-from .models import create_all, make_engine
 from .queue import SqlJobQueue
 from .reminders import ApiLimits, SweepOptions
 from .sandbox import Containment, SandboxLimits, remove_stale
 from .scheduler import Scheduler
 from .settings import Settings
+from .storage import make_engine, migrate
 from .webhooks import WebhookRouter
 from .worker import RetryPolicy, Worker
 
@@ -39,7 +39,7 @@ class Service:
 def build(settings: Settings) -> Service:
     """Wire the parts; nothing starts until ``worker.start()`` and the HTTP server run."""
     engine = make_engine(settings.database_url)
-    create_all(engine)
+    migrate(engine)
     queue = SqlJobQueue(engine)
     github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
         base_url=settings.github_api_url, max_wait=settings.github_max_wait,

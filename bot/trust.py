@@ -5,49 +5,25 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import datetime
 from enum import StrEnum
-from typing import Any, cast
+from typing import Any
 
 from github.PullRequest import PullRequest
 from github.Repository import Repository
-from sqlalchemy import BigInteger, Engine, Index, String, Table, exists, select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy import Engine, exists, select
 
 from checks.report import environment
 
 from .config import CONFIG_PATH, ConfigError, RepoConfig, Trust, load_config
 from .github import GitHubApp, read_text
 from .markers import upsert_marked
-from .models import Base, BigId, transaction, utcnow
+from .storage import OK_TO_TEST, insert_ignore, transaction, utcnow
 
 log = logging.getLogger(__name__)
 
 # author_association values of people inside the organisation or invited to the repository.
 TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 WAITING_MARKER = "<!-- alignbot:waiting-for-ok-to-test -->"
-
-
-class OkToTest(Base):
-    """A maintainer's ``/ok-to-test``: ``trusted_by`` let pull request ``repo#number`` run at
-    ``head_sha``. With ``trust.carry_over_pushes`` any row of the pull request counts;
-    without it only the row for the current head does, so every push needs a new go-ahead."""
-
-    __tablename__ = "pr_ok_to_test"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    repo: Mapped[str] = mapped_column(String(255))  # owner/name
-    number: Mapped[int] = mapped_column(BigInteger)
-    head_sha: Mapped[str] = mapped_column(String(64))
-    trusted_by: Mapped[str] = mapped_column(String(64))  # GitHub login
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-
-    __table_args__ = (Index("ux_pr_ok_to_test", "repo", "number", "head_sha", unique=True),)
-
-
-OK_TO_TEST = cast(Table, OkToTest.__table__)
 
 
 class Decision(StrEnum):
@@ -59,13 +35,9 @@ class Decision(StrEnum):
 def record_ok(engine: Engine, repo: str, number: int, head_sha: str, login: str) -> bool:
     """Record an ``/ok-to-test``; False if this head was already trusted (nothing changes)."""
     with transaction(engine) as conn:
-        dialect_insert = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
-        inserted = conn.execute(
-            dialect_insert(OK_TO_TEST)
-            .values(repo=repo, number=number, head_sha=head_sha, trusted_by=login,
-                    created_at=utcnow())
-            .on_conflict_do_nothing(index_elements=["repo", "number", "head_sha"]))
-        return bool(inserted.rowcount)
+        return insert_ignore(conn, OK_TO_TEST, {
+            "repo": repo, "number": number, "head_sha": head_sha, "trusted_by": login,
+            "created_at": utcnow()}, keys=["repo", "number", "head_sha"])
 
 
 def is_ok(engine: Engine, repo: str, number: int, head_sha: str, carry_over: bool) -> bool:

@@ -13,13 +13,11 @@ from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 from urllib.parse import parse_qs
 
-from sqlalchemy import Connection, Engine, Table, exists, insert, select, update
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy import Connection, Engine, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from bot.models import Delivery, Installation, transaction, utcnow
 from bot.queue import JobRequest, SqlJobQueue
+from bot.storage import DELIVERIES, INSTALLATIONS, transaction, upsert, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -30,8 +28,6 @@ DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
 MAX_NAME_LENGTH = 64  # event names, actions and delivery ids (a GUID is 36)
 INSTALLATION_EVENTS = ("installation", "installation_repositories")
 
-DELIVERIES = cast(Table, Delivery.__table__)
-INSTALLATIONS = cast(Table, Installation.__table__)
 _INSERT_DELIVERY = insert(DELIVERIES)  # built once: it runs for every delivery
 
 
@@ -385,14 +381,10 @@ def _upsert_installation(
     ):
         if (text := _text(value, limit)) is not None:
             values[column] = text
-    dialect_insert = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    statement = dialect_insert(INSTALLATIONS).values(
-        id=installation_id,
-        created_at=now,
-        repositories=[],
-        **{"account_login": "", **values},
-    )
-    conn.execute(statement.on_conflict_do_update(index_elements=["id"], set_=values))
+    upsert(conn, INSTALLATIONS,
+           {"id": installation_id, "created_at": now, "repositories": [],
+            "account_login": "", **values},
+           keys=["id"], update=values)
     current = conn.execute(
         select(INSTALLATIONS.c.repositories).where(INSTALLATIONS.c.id == installation_id)
     ).scalar()

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from bot.models import utcnow
 from bot.queue import JobQueue, JobRecord
+from bot.storage import utcnow
 
 log = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
         pytest.skip("PostgreSQL tests need ALIGNBOT_TEST_POSTGRES_URL (make test sets it)")
     from sqlalchemy import MetaData
 
-    from bot.models import make_engine
+    from bot.storage import make_engine
 
     engine = make_engine(POSTGRES_URL)
     tables = MetaData()

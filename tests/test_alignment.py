@@ -24,9 +24,9 @@ from bot.alignment import (
 )
 from bot.demo import NUMBER, OWNER, REPO, ROOT, _files, _sha, deliver, wait_for
 from bot.github import ApiOptions, GitHubApp, RateLimited
-from bot.models import create_all, make_engine
 from bot.output import CHECK_NAME
 from bot.queue import JobRecord, JobRequest, SqlJobQueue
+from bot.storage import make_engine, migrate
 from bot.testing.github import GitHubServer
 from bot.webhooks import Event
 
@@ -160,7 +160,7 @@ def make_setup(github: GitHubServer, tmp_path: Path, config: bytes) -> Setup:
                                             "patch": "@@ -0,0 +1,1 @@\n+faster"}],
                     author_association="MEMBER")
     engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
-    create_all(engine)
+    migrate(engine)
     queue = SqlJobQueue(engine)
     app = GitHubApp(github.app_id, github.private_key_pem, ApiOptions(
         base_url=github.url, seconds_between_writes=0, max_wait=1, retries=1))

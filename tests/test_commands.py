@@ -46,10 +46,9 @@ from bot.demo import running as running_service
 from bot.demo import seed as demo_seed
 from bot.demo import wait_for as wait_until
 from bot.github import ApiOptions, GitHubApp
-from bot.models import create_all, make_engine, utcnow
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.reminders import UPSTREAM
 from bot.sandbox import SandboxResult
+from bot.storage import UPSTREAM, make_engine, migrate, utcnow
 from bot.testing.github import GitHubServer
 from bot.trust import WAITING_MARKER, TrustGate, is_ok
 from bot.webhooks import Event
@@ -168,7 +167,7 @@ def seed(github: GitHubServer, config: str = CONFIG, association: str = "CONTRIB
 def make_env(github: GitHubServer, tmp_path: Path, **seeding: Any) -> Env:
     head = seed(github, **seeding)
     engine = make_engine(f"sqlite:///{tmp_path / 'bot.db'}")
-    create_all(engine)
+    migrate(engine)
     queue = SqlJobQueue(engine)
     app = GitHubApp(github.app_id, github.private_key_pem, ApiOptions(
         base_url=github.url, seconds_between_writes=0, retries=0))

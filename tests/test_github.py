@@ -27,8 +27,8 @@ from bot.github import (
     read_text,
     transient_failures,
 )
-from bot.models import create_all, make_engine
 from bot.queue import JobRecord, JobState, SqlJobQueue
+from bot.storage import make_engine, migrate
 from bot.testing.github import GitHubServer
 from bot.worker import TransientError, is_transient
 
@@ -211,7 +211,7 @@ def test_expired_token_is_a_transient_error_and_is_forgotten(server: GitHubServe
         gh.get_repo(f"{OWNER}/{NAME}")
 
     engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
-    create_all(engine)
+    migrate(engine)
     job = AlignmentJob(app=app, queue=SqlJobQueue(engine))
     record = job_record({"installation_id": INSTALLATION, "repo": f"{OWNER}/{NAME}",
                          "number": NUMBER, "head_sha": HEAD, "trigger": "pull_request.opened"})

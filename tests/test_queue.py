@@ -12,14 +12,14 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine
 
-from bot.models import FairLock, create_all, make_engine, transaction
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from bot.storage import FairLock, make_engine, migrate, transaction
 
 
 @pytest.fixture()
 def engine(database_url: str) -> Iterator[Engine]:
     engine = make_engine(database_url)
-    create_all(engine)
+    migrate(engine)
     yield engine
     engine.dispose()
 

@@ -18,13 +18,8 @@ from sqlalchemy import Engine, insert, select
 from bot.commands import CommandJob
 from bot.config import Reminders
 from bot.github import ApiOptions, GitHubApp
-from bot.models import Installation, create_all, make_engine, transaction
 from bot.queue import JobRecord, JobState, SqlJobQueue
 from bot.reminders import (
-    PR_SETTINGS,
-    SENT,
-    SWEEPS,
-    UPSTREAM,
     WEEKDAYS,
     ApiLimits,
     Kind,
@@ -33,13 +28,22 @@ from bot.reminders import (
     Skip,
     SweepHooks,
     SweepOptions,
-    create_tables,
     find_markers,
     owners_of,
     parse_codeowners,
     waiting_on,
 )
 from bot.scheduler import Lease, Scheduler
+from bot.storage import (
+    PR_SETTINGS,
+    SENT,
+    SWEEPS,
+    UPSTREAM,
+    Installation,
+    make_engine,
+    migrate,
+    transaction,
+)
 from bot.testing.github import CheckRun, GitHubServer, Issue, Reply, Route
 
 ORG, NAME, TRACKER, INSTALLATION = "org", "ops", "tracker", 4242
@@ -165,8 +169,7 @@ class World:
 
 
 def _install(engine: Engine) -> None:
-    create_all(engine)
-    create_tables(engine)
+    migrate(engine)
     with transaction(engine) as conn:
         conn.execute(insert(Installation.__table__).values(
             id=INSTALLATION, account_login=ORG, repositories=[REPO, f"{ORG}/{TRACKER}"]))
@@ -438,7 +441,7 @@ def test_a_spent_budget_stops_the_sweep_and_the_next_hour_resumes_it(world: Worl
 
 def test_the_lease_is_exclusive_until_it_expires(tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'lease.db'}")
-    create_all(engine)
+    migrate(engine)
     now = [datetime(2025, 6, 2, 9, tzinfo=UTC)]
     a, b = (Lease(engine, name, ttl=timedelta(minutes=10), clock=lambda: now[0])
             for name in ("a", "b"))

@@ -50,8 +50,8 @@ def bot_comments(github: Any) -> list[Any]:
 
 
 def align_jobs(service: Service) -> int:
-    from bot.models import make_engine
     from bot.queue import SqlJobQueue
+    from bot.storage import make_engine
 
     engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
     try:

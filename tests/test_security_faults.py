@@ -11,8 +11,8 @@ from service import NUMBER, OWNER, REPO, Service, completed
 
 from bot import alignment
 from bot.demo import ROOT, _files, _patch, _sha, seed, wait_for
-from bot.models import make_engine
 from bot.queue import JobRecord, JobState, SqlJobQueue
+from bot.storage import make_engine
 
 BUGGY = ROOT / "examples" / "pull-request" / "fastops.py"
 CONFIG = ".github/alignbot.yml"

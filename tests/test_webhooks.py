@@ -21,9 +21,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from bot.app import create_app
-from bot.models import Delivery, Installation, create_all, make_engine
 from bot.queue import JobRequest, JobState, SqlJobQueue
 from bot.settings import load_settings
+from bot.storage import Delivery, Installation, make_engine, migrate
 from bot.webhooks import (
     Event,
     PayloadError,
@@ -102,7 +102,7 @@ def make_router() -> WebhookRouter:
 def engine(database_url: str) -> Iterator[Engine]:
     """The accept tests run on SQLite, and on PostgreSQL too when one is configured."""
     engine = make_engine(database_url)
-    create_all(engine)
+    migrate(engine)
     yield engine
     engine.dispose()
 
@@ -289,7 +289,7 @@ def test_a_form_encoded_delivery() -> None:
     body = urlencode({"payload": pr_payload().decode()}).encode()
     hdrs = headers(body, **{"Content-Type": "application/x-www-form-urlencoded"})
     engine = make_engine("sqlite://")
-    create_all(engine)
+    migrate(engine)
     assert post(SqlDeliveryStore(engine), body, hdrs)[0] == 202
 
 
@@ -394,7 +394,7 @@ class Server:
 @pytest.fixture(scope="module")
 def service(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[httpx.Client, Engine]]:
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('http') / 'bot.db'}")
-    create_all(engine)
+    migrate(engine)
     settings = load_settings(
         {
             "ALIGNBOT_APP_ID": "1",
@@ -523,7 +523,7 @@ def app_service(tmp_path_factory: pytest.TempPathFactory
     from bot import alignment
 
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('real') / 'bot.db'}")
-    create_all(engine)
+    migrate(engine)
     router = WebhookRouter()
     alignment.register(router)
     settings = load_settings({
@@ -612,7 +612,7 @@ def test_signed_payloads_of_the_wrong_shape_are_answered_and_logged_in_one_line(
     from bot.webhooks import SHAPES
 
     engine = make_engine(f"sqlite:///{tmp_path / 'bot.db'}", sqlite_synchronous="NORMAL")
-    create_all(engine)
+    migrate(engine)
     store = SqlDeliveryStore(engine)
     router = WebhookRouter()
     alignment.register(router)

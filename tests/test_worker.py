@@ -16,8 +16,8 @@ import pytest
 from sqlalchemy import Engine, select, update
 
 from bot.github import FileTooLarge, RateLimited
-from bot.models import create_all, make_engine, transaction
-from bot.queue import JOBS, JobRecord, JobRequest, JobState, SqlJobQueue
+from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from bot.storage import JOBS, make_engine, migrate, transaction
 from bot.worker import (
     JobSuperseded,
     RetryPolicy,
@@ -32,7 +32,7 @@ FAST = RetryPolicy(horizon=60, base=0.01, cap=0.02, jitter=0)
 @pytest.fixture()
 def engine(database_url: str) -> Iterator[Engine]:
     engine = make_engine(database_url)
-    create_all(engine)
+    migrate(engine)
     yield engine
     engine.dispose()
 
@@ -327,7 +327,7 @@ def test_jobs_survive_a_restart(database_url_engine: tuple[str, Engine]) -> None
 def database_url_engine(tmp_path: Path) -> Iterator[tuple[str, Engine]]:
     url = f"sqlite:///{tmp_path / 'restart.db'}"
     engine = make_engine(url)
-    create_all(engine)
+    migrate(engine)
     yield url, engine
     engine.dispose()
 

@@ -1,4 +1,4 @@
-"""SQLAlchemy tables (deliveries, jobs, installations) and engines for SQLite or PostgreSQL."""
+"""Engines for SQLite or PostgreSQL, and ``transaction``: the one way the app opens one."""
 
 from __future__ import annotations
 
@@ -9,124 +9,17 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any
 
-from sqlalchemy import (
-    JSON,
-    BigInteger,
-    Connection,
-    DateTime,
-    Dialect,
-    Engine,
-    Index,
-    Integer,
-    String,
-    Text,
-    create_engine,
-    event,
-)
+from sqlalchemy import Connection, Engine, create_engine, event
 from sqlalchemy.engine import URL, make_url
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from sqlalchemy.pool import StaticPool
-from sqlalchemy.types import TypeDecorator
 
 log = logging.getLogger(__name__)
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 SQLITE_CHECKPOINT_EVERY = 200  # transactions between background WAL checkpoints
 SQLITE_BACKSTOP_CHECKPOINT_PAGES = 10_000  # SQLite's own checkpoint, if ours fall behind
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
-
-
-class UtcDateTime(TypeDecorator[datetime]):
-    """A timezone-aware UTC datetime on every backend (SQLite stores naive text)."""
-
-    impl = DateTime(timezone=True)
-    cache_ok = True
-
-    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        if value.tzinfo is None:
-            raise ValueError("naive datetime; use an aware UTC datetime")
-        return value.astimezone(UTC)
-
-    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is None:
-            return None
-        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
-
-
-# SQLite only auto-increments an INTEGER PRIMARY KEY, not a BIGINT one.
-BigId = BigInteger().with_variant(Integer(), "sqlite")
-
-
-class Base(DeclarativeBase):
-    type_annotation_map: ClassVar[dict[Any, Any]] = {
-        datetime: UtcDateTime(),
-        dict[str, Any]: JSON(),
-        list[str]: JSON(),
-    }
-
-
-class Delivery(Base):
-    """One webhook delivery that was accepted; its id makes a redelivery a no-op."""
-
-    __tablename__ = "deliveries"
-
-    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # X-GitHub-Delivery
-    event: Mapped[str] = mapped_column(String(64))
-    action: Mapped[str | None] = mapped_column(String(64))
-    installation_id: Mapped[int | None] = mapped_column(BigInteger)
-    jobs: Mapped[int] = mapped_column(default=0)
-    received_at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
-
-
-class Job(Base):
-    """A unit of work for a worker. ``state`` moves queued → running → done | failed | superseded
-    (running → queued again on a retry or a recovery); ``attempts`` counts claims."""
-
-    __tablename__ = "jobs"
-
-    id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    kind: Mapped[str] = mapped_column(String(64))
-    key: Mapped[str] = mapped_column(String(255))
-    payload: Mapped[dict[str, Any]]
-    state: Mapped[str] = mapped_column(String(16))
-    attempts: Mapped[int] = mapped_column(default=0)
-    error: Mapped[str | None] = mapped_column(Text)
-    result: Mapped[dict[str, Any] | None]
-    delivery_id: Mapped[str | None] = mapped_column(String(64))
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
-    available_at: Mapped[datetime] = mapped_column(default=utcnow)  # not claimed before
-    started_at: Mapped[datetime | None]
-    worker: Mapped[str | None] = mapped_column(String(255))
-
-    __table_args__ = (
-        Index("ix_jobs_state_id", "state", "id"),
-        Index("ix_jobs_kind_key_state", "kind", "key", "state"),
-    )
-
-
-class Installation(Base):
-    """A GitHub App installation, kept up to date from ``installation*`` webhooks."""
-
-    __tablename__ = "installations"
-
-    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
-    account_login: Mapped[str] = mapped_column(String(255))
-    account_type: Mapped[str | None] = mapped_column(String(32))
-    repository_selection: Mapped[str | None] = mapped_column(String(16))  # "all" | "selected"
-    repositories: Mapped[list[str]] = mapped_column(default=list)  # full names, sorted
-    suspended: Mapped[bool] = mapped_column(default=False)
-    deleted: Mapped[bool] = mapped_column(default=False)
-    created_at: Mapped[datetime] = mapped_column(default=utcnow)
-    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 def database_url(url: str | URL) -> URL:
@@ -303,8 +196,3 @@ def _checkpoint_soon(engine: Engine, turns: _SqliteTurns) -> None:
             turns.checkpointing.release()
 
     threading.Thread(target=checkpoint, name="alignbot-sqlite-checkpoint", daemon=True).start()
-
-
-def create_all(engine: Engine) -> None:
-    """Create the tables that do not exist yet."""
-    Base.metadata.create_all(engine)

@@ -1,0 +1,87 @@
+"""alignbot's database: every table, defined once, with the states its columns hold.
+
+- ``base.py``          ``Base`` (one MetaData for every table), ``UtcDateTime``, ``BigId``
+- ``engine.py``        engines for SQLite or PostgreSQL, ``transaction``
+- ``upsert.py``        insert-or-update and insert-or-ignore, on SQLite and PostgreSQL alike
+- ``migrate.py``       ``migrate(engine)``: Alembic's ``upgrade head``, adopting a database
+                       created before migrations; ``migrations/`` holds the revisions
+- ``deliveries.py``    webhook deliveries
+- ``jobs.py``          the job queue's rows and ``JobState``
+- ``installations.py`` GitHub App installations
+- ``commands.py``      slash-command replies and rate-limited uses
+- ``reminders.py``     reminders sent, sweep cursors (``Phase``), API budgets, PR settings
+- ``upstream.py``      watched upstream items (``UpstreamState``) and filed issues
+- ``trust.py``         ``/ok-to-test`` go-aheads
+- ``locks.py``         named leases (the reminder sweep's)
+"""
+
+from .base import Base, BigId, UtcDateTime, utcnow
+from .commands import REPLIES, USES, CommandReply, CommandUse
+from .deliveries import DELIVERIES, Delivery
+from .engine import FairLock, database_url, make_engine, transaction
+from .installations import INSTALLATIONS, Installation
+from .jobs import ACTIVE_STATES, JOBS, Job, JobState
+from .locks import LOCKS, SweepLock
+from .migrate import SchemaMismatch, current_revision, migrate
+from .reminders import (
+    CALLS,
+    PR_SETTINGS,
+    SENT,
+    SWEEPS,
+    Kind,
+    Phase,
+    PrReminderSettings,
+    ReminderApiCalls,
+    ReminderSent,
+    ReminderSweep,
+)
+from .trust import OK_TO_TEST, OkToTest
+from .upsert import insert_ignore, upsert
+from .upstream import FILINGS, UPSTREAM, UpstreamFiling, UpstreamItem, UpstreamState
+
+__all__ = [
+    "ACTIVE_STATES",
+    "CALLS",
+    "DELIVERIES",
+    "FILINGS",
+    "INSTALLATIONS",
+    "JOBS",
+    "LOCKS",
+    "OK_TO_TEST",
+    "PR_SETTINGS",
+    "REPLIES",
+    "SENT",
+    "SWEEPS",
+    "UPSTREAM",
+    "USES",
+    "Base",
+    "BigId",
+    "CommandReply",
+    "CommandUse",
+    "Delivery",
+    "FairLock",
+    "Installation",
+    "Job",
+    "JobState",
+    "Kind",
+    "OkToTest",
+    "Phase",
+    "PrReminderSettings",
+    "ReminderApiCalls",
+    "ReminderSent",
+    "ReminderSweep",
+    "SchemaMismatch",
+    "SweepLock",
+    "UpstreamFiling",
+    "UpstreamItem",
+    "UpstreamState",
+    "UtcDateTime",
+    "current_revision",
+    "database_url",
+    "insert_ignore",
+    "make_engine",
+    "migrate",
+    "transaction",
+    "upsert",
+    "utcnow",
+]

@@ -1,0 +1,30 @@
+"""``installations``: the GitHub App's installations and their repositories."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import BigInteger, String, Table
+from sqlalchemy.orm import Mapped, mapped_column
+
+from .base import Base, utcnow
+
+
+class Installation(Base):
+    """A GitHub App installation, kept up to date from ``installation*`` webhooks."""
+
+    __tablename__ = "installations"
+
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    account_login: Mapped[str] = mapped_column(String(255))
+    account_type: Mapped[str | None] = mapped_column(String(32))
+    repository_selection: Mapped[str | None] = mapped_column(String(16))  # "all" | "selected"
+    repositories: Mapped[list[str]] = mapped_column(default=list)  # full names, sorted
+    suspended: Mapped[bool] = mapped_column(default=False)
+    deleted: Mapped[bool] = mapped_column(default=False)
+    created_at: Mapped[datetime] = mapped_column(default=utcnow)
+    updated_at: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+INSTALLATIONS = cast(Table, Installation.__table__)

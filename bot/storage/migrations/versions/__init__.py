@@ -1,0 +1,1 @@
+"""The revisions, oldest first; each module names its ``revision`` and ``down_revision``."""
