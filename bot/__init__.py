@@ -24,4 +24,6 @@ Module map (one concern each; none of the feature modules knows about HTTP):
 - ``scheduler.py``  the sweep lock and the scheduler thread that runs the weekly sweeps
 - ``serve.py``      ``alignbot serve``: service, worker and scheduler in one process
 - ``demo.py``       ``alignbot demo``: the whole flow against the GitHub test server
+- ``cli.py``        ``alignbot``: the engine's commands and the App's, whose modules (and
+                    dependencies, the ``app`` extra) are imported only when one runs
 """
