@@ -14,18 +14,22 @@ RUN apt-get update \
  && apt-get install -y --no-install-recommends util-linux ca-certificates \
  && rm -rf /var/lib/apt/lists/*
 
-WORKDIR /app
 # The reference: PyTorch's CPU build, pinned (a bare `torch` would pull a CUDA build).
 RUN pip install --no-cache-dir --index-url https://download.pytorch.org/whl/cpu torch==2.13.0
-COPY pyproject.toml README.md ./
-COPY checks ./checks
-COPY bot ./bot
-COPY templates ./templates
-RUN pip install --no-cache-dir -e . \
- && python -c "import checks, bot.serve"
+# alignbot itself, installed as a wheel with the App's extra (templates included), from sources
+# that are removed afterwards: nothing runs from a source tree.
+COPY pyproject.toml README.md /src/
+COPY checks /src/checks
+COPY bot /src/bot
+COPY templates /src/templates
+COPY examples /src/examples
+RUN pip install --no-cache-dir '/src[app]' \
+ && rm -rf /src \
+ && cd / && python -c "import bot.serve, checks.report as r; \
+r.environment().get_template('pr_comment.md.j2'); r.environment().get_template('repro.py.j2')"
 
-ENV ALIGNBOT_TEMPLATES=/app/templates \
-    ALIGNBOT_HOST=0.0.0.0 \
+WORKDIR /app
+ENV ALIGNBOT_HOST=0.0.0.0 \
     ALIGNBOT_PORT=8080 \
     ALIGNBOT_DATABASE_URL=sqlite:////data/alignbot.db \
     PYTHONUNBUFFERED=1

@@ -27,4 +27,6 @@ Module map (one concern each; none of the feature modules knows about HTTP):
 - ``demo.py``       ``alignbot demo``: the whole flow against the GitHub test server
 - ``testing/github/`` the GitHub test server: GitHub's REST API over real HTTP on loopback,
                     for the tests, the demo and anyone testing a deployment or a config
+- ``cli.py``        ``alignbot``: the engine's commands and the App's, whose modules (and
+                    dependencies, the ``app`` extra) are imported only when one runs
 """

@@ -16,6 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from .serve import Service, build
 from .settings import Settings, load_settings
 from .testing.github import GitHubServer, validation_available
 
-ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = Path(str(resources.files("bot.examples")))  # examples/, also from a wheel
 OWNER, REPO, NUMBER, INSTALLATION = "demo-org", "fastops", 1, 4242
 SECRET = "demo webhook secret"
 
@@ -51,7 +52,7 @@ def _patch(path: str, before: bytes, after: bytes) -> str:
 
 def seed(server: GitHubServer, head_file: Path) -> tuple[str, str]:
     """The example repository at its main branch and the pull request's head."""
-    base = _files(ROOT / "examples" / "fastops")
+    base = _files(EXAMPLES / "fastops")
     head = {**base, "fastops.py": head_file.read_bytes()}
     base_sha, head_sha = _sha(base), _sha(head)
     server.add_installation(INSTALLATION, OWNER)
@@ -117,7 +118,7 @@ def run_demo(say: Callable[[str], None] = print, timeout: float = 900) -> int:
     checked = validation_available()  # GitHub's schemas need jsonschema, a test dependency
     with GitHubServer(validate_requests=checked) as github, \
             tempfile.TemporaryDirectory(prefix="alignbot-demo-") as tmp:
-        _, head_sha = seed(github, ROOT / "examples" / "pull-request" / "fastops.py")
+        _, head_sha = seed(github, EXAMPLES / "pull-request" / "fastops.py")
         port = free_port()
         say(f"GitHub test server on {github.url}; {OWNER}/{REPO} has pull request #{NUMBER}: "
             "'Speed up the softplus backward'")

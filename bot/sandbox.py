@@ -332,12 +332,14 @@ def _plan(containment: Containment) -> _Plan | str:
 def exposed_paths(containment: Containment) -> list[str]:
     """What the sandbox may read besides the system: the service's interpreters, the engine,
     its templates and the operator's ``expose`` list; never anything a pull request names."""
+    from checks.report import templates_dir
+
     paths = {sys.prefix, sys.base_prefix,
              os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
     found = importlib.util.find_spec("checks")
     if found and found.submodule_search_locations:
-        engine = Path(next(iter(found.submodule_search_locations))).resolve()
-        paths |= {str(engine), str(engine.parent / "templates")}
+        paths.add(str(Path(next(iter(found.submodule_search_locations))).resolve()))
+    paths.add(str(templates_dir().resolve()))
     paths |= {str(p) for p in containment.expose}
     return sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
 

@@ -1,18 +1,19 @@
-"""``alignbot`` command line: thin commands over the engine; bad input exits 2 with one line."""
+"""The engine's commands (``check``, ``repro``, ``upstream``): thin commands over the engine;
+bad input exits 2 with one line. ``python -m checks.cli`` runs them with nothing of the App
+installed; the ``alignbot`` console script (``bot/cli.py``) adds the App's commands."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import dataclasses
-import json
 import os
 import re
 import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeAlias
 
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
@@ -38,10 +39,26 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
+Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
+
+
+def new_parser() -> tuple[argparse.ArgumentParser, Commands]:
+    """The ``alignbot`` parser with no command yet, and where commands are added."""
     parser = _Parser(prog="alignbot", description="Keep a PyTorch-compatible implementation "
                      "aligned with PyTorch.")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    return parser, commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The engine's commands alone."""
+    parser, commands = new_parser()
+    add_commands(commands)
+    return parser
+
+
+def add_commands(commands: Commands) -> None:
+    """``check``, ``repro`` and ``upstream``."""
     chk = commands.add_parser("check", help="draw programs, run them on both sides, compare")
     who = chk.add_mutually_exclusive_group()
     who.add_argument("--candidate", metavar="PRESET",
@@ -84,24 +101,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="leave seconds out of the JSON report (byte-identical reruns)")
     chk.set_defaults(func=cmd_check)
 
-    serve = commands.add_parser("serve", help="run the GitHub App (webhooks, worker)")
-    serve.add_argument("--host", help="address to listen on (ALIGNBOT_HOST)")
-    serve.add_argument("--port", type=int, help="port to listen on (ALIGNBOT_PORT)")
-    serve.set_defaults(func=cmd_serve)
-
-    sweep = commands.add_parser("remind-sweep", help="run one reminder sweep now (for cron), "
-                                "with the service's ALIGNBOT_* settings")
-    sweep.add_argument("--force", action="store_true", help="sweep every repository now, not "
-                       "only those whose weekly time has come (still one reminder a week)")
-    sweep.set_defaults(func=cmd_remind_sweep)
-
-    demo = commands.add_parser("demo", help="the app end to end against a GitHub test server")
-    demo.set_defaults(func=cmd_demo)
-
-    schema = commands.add_parser("config-schema",
-                                 help="print the JSON schema of .github/alignbot.yml")
-    schema.set_defaults(func=cmd_config_schema)
-
     for name, what in (("repro", "print a finding's repro script"),
                        ("upstream", "print a finding's upstream issue draft")):
         sub = commands.add_parser(name, help=what)
@@ -110,7 +109,6 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--reference-only", action="store_true",
                          help="the PyTorch-alone variant (repro only)")
         sub.set_defaults(func=cmd_repro if name == "repro" else cmd_upstream)
-    return parser
 
 
 def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
@@ -335,51 +333,6 @@ def _finding(path: Path, fingerprint: str) -> dict[str, Any]:
     raise UsageError(f"no finding {fingerprint!r} in {path} (findings: {known})")
 
 
-def cmd_serve(args: argparse.Namespace) -> int:
-    from bot.serve import serve
-    from bot.settings import SettingsError, load_settings
-
-    env = dict(os.environ)
-    if args.host:
-        env["ALIGNBOT_HOST"] = args.host
-    if args.port is not None:
-        env["ALIGNBOT_PORT"] = str(args.port)
-    try:
-        settings = load_settings(env)
-    except SettingsError as exc:
-        raise UsageError(f"the service cannot start:\n{exc}") from exc
-    serve(settings)
-    return 0
-
-
-def cmd_remind_sweep(args: argparse.Namespace) -> int:
-    from bot.scheduler import run_from_settings
-    from bot.settings import SettingsError, load_settings
-
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        raise UsageError(f"the sweep cannot start:\n{exc}") from exc
-    print(run_from_settings(settings, force=args.force).summary())
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from bot.demo import run_demo
-
-    try:
-        return run_demo()
-    except (RuntimeError, TimeoutError) as exc:
-        raise UsageError(f"the demo failed: {exc}") from exc
-
-
-def cmd_config_schema(args: argparse.Namespace) -> int:
-    from bot.config import config_schema
-
-    print(json.dumps(config_schema(), indent=2, sort_keys=True))
-    return 0
-
-
 def cmd_repro(args: argparse.Namespace) -> int:
     finding = _finding(args.report, args.fingerprint)
     key = "repro_reference_only" if args.reference_only else "repro"
@@ -403,8 +356,13 @@ def cmd_upstream(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser(), argv)
+
+
+def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
+    """Parse and run one command: its exit status, or 2 after one line for bad input."""
     try:
-        args = build_parser().parse_args(argv)
+        args = parser.parse_args(argv)
         code: int = args.func(args)
         return code
     except UsageError as exc:

@@ -1,7 +1,10 @@
-"""The report: JSON (a contract other tools read) and Markdown rendered from templates/."""
+"""The report: JSON (a contract other tools read) and Markdown rendered from templates/;
+the one cached Jinja environment per kind that every text alignbot writes is rendered with."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import math
 import os
@@ -24,22 +27,37 @@ ENGINE_TEMPLATES = frozenset({"report.md.j2", "repro.py.j2", "repro_reference.py
 
 
 def templates_dir() -> Path:
-    """``templates/`` at the repository root, or wherever ALIGNBOT_TEMPLATES points."""
+    """Where the templates are: ``ALIGNBOT_TEMPLATES`` when set, else the package
+    ``checks.templates`` (``templates/`` of the repository in an editable install, the
+    package's own folder in a wheel), else ``templates/`` beside a source checkout."""
     override = os.environ.get("ALIGNBOT_TEMPLATES")
-    return Path(override) if override else Path(__file__).resolve().parent.parent / "templates"
+    if override:
+        return Path(override)
+    try:
+        found = importlib.util.find_spec("checks.templates")
+    except ImportError:
+        found = None
+    if found is not None and found.submodule_search_locations:
+        return Path(next(iter(found.submodule_search_locations)))
+    return Path(__file__).resolve().parent.parent / "templates"
 
 
 def environment(untrusted: bool = False) -> jinja2.Environment:
-    """The templates; every one but ``ENGINE_TEMPLATES`` prints only filtered or trusted
-    values (``untrusted``: templates from strings too)."""
+    """The templates, one shared environment per kind; every template but
+    ``ENGINE_TEMPLATES`` prints only filtered or trusted values (``untrusted``: templates
+    from strings too). Callers must not change the environment they get."""
+    return _environment(untrusted, templates_dir())
 
+
+@functools.cache
+def _environment(untrusted: bool, folder: Path) -> jinja2.Environment:
     @jinja2.pass_context
     def finalize(context: jinja2.runtime.Context, value: Any) -> Any:
         if untrusted or context.name not in ENGINE_TEMPLATES:
             return markdown.finalize(value)
         return value
 
-    env = jinja2.Environment(loader=jinja2.FileSystemLoader(templates_dir()),
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(folder),
                              autoescape=False, keep_trailing_newline=True,
                              undefined=jinja2.StrictUndefined, trim_blocks=True,
                              lstrip_blocks=True, finalize=finalize)

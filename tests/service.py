@@ -45,7 +45,7 @@ class Service:
 
     def start(self) -> None:
         with open(self.log, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "checks.cli", "serve"],
+            self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"],
                                          env=self.env, stdout=log, stderr=log)
         wait_for(self._healthy, 60, "the service to start")
 

@@ -527,8 +527,8 @@ def test_a_template_that_forgets_a_filter_still_posts_defused_text() -> None:
         for value in re.findall(r"{{-?\s*(.*?)\s*\|\s*static\b",
                                 (templates_dir() / name).read_text()):
             assert re.fullmatch(r"(\w+)\([^()]*\)", value)[1] in macros, (name, value)
-    env = environment()  # each name, with a body that prints a raw string
-    env.loader = jinja2.DictLoader({name: "{{ value }}" for name in names})
+    # each name, with a body that prints a raw string (an overlay: the shared one stays as is)
+    env = environment().overlay(loader=jinja2.DictLoader({name: "{{ value }}" for name in names}))
     for name in names:
         out = env.get_template(name).render(value="@octocat <b>")
         assert (out == "@octocat <b>") == (name in ENGINE_TEMPLATES), name

@@ -634,7 +634,7 @@ def test_the_scheduler_thread_sweeps_and_stops(world: World) -> None:
 def test_remind_sweep_command_runs_one_pass(github_server: GitHubServer, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from checks.cli import main
+    from bot.cli import main
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     w = _world(github_server, make_engine(url))

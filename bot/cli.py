@@ -1,0 +1,115 @@
+"""``alignbot``: the engine's commands (``checks/cli.py``) and the GitHub App's.
+
+The App's modules are imported only when one of its commands runs, so that ``alignbot
+check`` works where only the engine is installed (``pip install alignbot``); an App command
+there exits 2 with one line that says what to install."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+
+from checks.cli import UsageError, add_commands, new_parser, run
+
+INSTALL_HINT = "pip install 'alignbot[app]'"
+# Modules of this project: one missing is a broken install, not a missing extra.
+OWN_MODULES = frozenset({"bot", "checks"})
+
+
+@contextmanager
+def app_dependencies(command: str) -> Iterator[None]:
+    """Turn a missing third-party module while importing the App into one usage line."""
+    try:
+        yield
+    except ModuleNotFoundError as exc:
+        top = (exc.name or "").partition(".")[0]
+        if not top or top in OWN_MODULES:
+            raise
+        raise UsageError(f"alignbot {command} needs the GitHub App's dependencies (no module "
+                         f"named {top!r}): {INSTALL_HINT}") from exc
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Every command: the engine's, then the App's."""
+    parser, commands = new_parser()
+    add_commands(commands)
+
+    serve = commands.add_parser("serve", help="run the GitHub App (webhooks, worker)")
+    serve.add_argument("--host", help="address to listen on (ALIGNBOT_HOST)")
+    serve.add_argument("--port", type=int, help="port to listen on (ALIGNBOT_PORT)")
+    serve.set_defaults(func=cmd_serve)
+
+    sweep = commands.add_parser("remind-sweep", help="run one reminder sweep now (for cron), "
+                                "with the service's ALIGNBOT_* settings")
+    sweep.add_argument("--force", action="store_true", help="sweep every repository now, not "
+                       "only those whose weekly time has come (still one reminder a week)")
+    sweep.set_defaults(func=cmd_remind_sweep)
+
+    demo = commands.add_parser("demo", help="the app end to end against a GitHub test server")
+    demo.set_defaults(func=cmd_demo)
+
+    schema = commands.add_parser("config-schema",
+                                 help="print the JSON schema of .github/alignbot.yml")
+    schema.set_defaults(func=cmd_config_schema)
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    with app_dependencies("serve"):
+        from bot.serve import serve
+        from bot.settings import SettingsError, load_settings
+
+    env = dict(os.environ)
+    if args.host:
+        env["ALIGNBOT_HOST"] = args.host
+    if args.port is not None:
+        env["ALIGNBOT_PORT"] = str(args.port)
+    try:
+        settings = load_settings(env)
+    except SettingsError as exc:
+        raise UsageError(f"the service cannot start:\n{exc}") from exc
+    serve(settings)
+    return 0
+
+
+def cmd_remind_sweep(args: argparse.Namespace) -> int:
+    with app_dependencies("remind-sweep"):
+        from bot.scheduler import run_from_settings
+        from bot.settings import SettingsError, load_settings
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise UsageError(f"the sweep cannot start:\n{exc}") from exc
+    print(run_from_settings(settings, force=args.force).summary())
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    with app_dependencies("demo"):
+        from bot.demo import run_demo
+
+    try:
+        return run_demo()
+    except (RuntimeError, TimeoutError) as exc:
+        raise UsageError(f"the demo failed: {exc}") from exc
+
+
+def cmd_config_schema(args: argparse.Namespace) -> int:
+    with app_dependencies("config-schema"):
+        from bot.config import config_schema
+
+    print(json.dumps(config_schema(), indent=2, sort_keys=True))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return run(build_parser(), argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,246 @@
+"""The built wheel works outside the source tree: with the App's extra and with the engine alone.
+
+Each fresh environment is a ``venv`` without pip whose only third-party packages are the
+wheel (installed by pip into it) and the distributions its own metadata requires, taken from
+this interpreter's site-packages through a folder of links: torch is not installed again, and
+neither this worktree nor its editable install can be imported there."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+ROOT = Path(__file__).resolve().parent.parent
+SOURCES = ("pyproject.toml", "README.md", "checks", "bot", "templates", "examples")
+ENGINE_ONLY_MISSING = ("fastapi", "sqlalchemy", "github", "pydantic_settings", "uvicorn")
+BREAK_RELU = "import torch; torch.relu = lambda x: x + 1"
+SPEC = '''from checks import autotest, random_tensor
+
+
+@autotest(n=1, ops=["torch.relu"])
+def relu(torch):
+    return torch.relu(random_tensor(ndim=1))
+'''
+
+
+# ------------------------------------------------------------------------ the engine alone
+
+
+def test_no_module_under_checks_imports_the_app() -> None:
+    offenders = []
+    for path in sorted((ROOT / "checks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
+                          for name in names if name.partition(".")[0] == "bot"]
+    assert not offenders, "\n".join(offenders)
+
+
+# ------------------------------------------------------------------------------- the wheel
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The wheel, built by this interpreter's pip from a copy of the sources."""
+    top = tmp_path_factory.mktemp("wheel")
+    for name in SOURCES:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, top / "src" / name,
+                            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+        else:
+            (top / "src").mkdir(exist_ok=True)
+            shutil.copy(source, top / "src" / name)
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
+                    "--no-build-isolation", "--wheel-dir", str(top / "dist"),
+                    str(top / "src")], check=True, capture_output=True, timeout=120)
+    (built,) = (top / "dist").glob("alignbot-*.whl")
+    return built
+
+
+def test_the_wheel_holds_every_package_the_templates_and_the_markers(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    packages = {str(p.parent.relative_to(ROOT)) for top in ("checks", "bot")
+                for p in (ROOT / top).rglob("__init__.py")}
+    missing = sorted(p.replace("/", ".") for p in packages if f"{p}/__init__.py" not in names)
+    assert not missing, f"add {missing} to [tool.setuptools] packages in pyproject.toml"
+    templates = {p.name for p in (ROOT / "templates").glob("*.j2")}
+    assert templates and all(f"checks/templates/{t}" in names for t in templates)
+    assert {"checks/py.typed", "bot/py.typed"} <= names
+    # what the demo and the GitHub test server read at run time
+    assert {"bot/examples/fastops/fastops.py", "bot/examples/fastops/.github/alignbot.yml",
+            "bot/examples/pull-request/fastops.py",
+            "bot/testing/github/openapi-subset.json"} <= names
+    assert not any(n.startswith(("templates/", "tests/")) for n in names)
+
+
+# --------------------------------------------------------------------- fresh environments
+
+
+def _distribution(name: str) -> metadata.Distribution | None:
+    try:
+        return metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _closure(requirements: list[str], extras: set[str]) -> list[metadata.Distribution]:
+    """The installed distributions ``requirements`` (Requires-Dist lines of a package
+    installed with ``extras``) pull in, transitively, markers evaluated here."""
+    found: dict[str, metadata.Distribution] = {}
+    todo = [(Requirement(line), extras) for line in requirements]
+    while todo:
+        requirement, wanted = todo.pop()
+        marker = requirement.marker
+        if marker is not None and not any(marker.evaluate({"extra": e})
+                                          for e in wanted | {""}):
+            continue
+        name = canonicalize_name(requirement.name)
+        dist = _distribution(name)
+        if dist is None:
+            continue  # an optional dependency not installed here (e.g. on another platform)
+        key = f"{name}[{','.join(sorted(requirement.extras))}]"
+        if key in found:
+            continue
+        found[key] = dist
+        todo += [(Requirement(line), set(requirement.extras)) for line in dist.requires or []]
+    unique = {canonicalize_name(d.metadata["Name"]): d for d in found.values()}
+    return list(unique.values())
+
+
+def _link_distributions(dists: list[metadata.Distribution], folder: Path) -> None:
+    """A folder holding links to these distributions' top-level files and nothing else."""
+    folder.mkdir()
+    for dist in dists:
+        base = Path(str(dist.locate_file("")))
+        tops = {Path(str(f)).parts[0] for f in dist.files or []}
+        for top in sorted(tops - {"..", "__pycache__"}):
+            if (base / top).exists() and not (folder / top).exists():
+                (folder / top).symlink_to(base / top)
+
+
+def _wheel_requirements(wheel: Path) -> list[str]:
+    with zipfile.ZipFile(wheel) as archive:
+        (name,) = [n for n in archive.namelist() if n.endswith(".dist-info/METADATA")]
+        text = archive.read(name).decode()
+    return [line.split(":", 1)[1].strip() for line in text.splitlines()
+            if line.startswith("Requires-Dist:")]
+
+
+class Env:
+    """A fresh virtual environment with the wheel and its dependencies, run from ``work``."""
+
+    def __init__(self, top: Path, wheel: Path, extras: set[str]) -> None:
+        self.top, self.work = top, top / "work"
+        self.work.mkdir(parents=True)
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(top / "venv")],
+                       check=True, timeout=60)
+        self.bin = top / "venv" / "bin"
+        site = Path(subprocess.run(
+            [str(self.bin / "python"), "-c", "import sysconfig; print(sysconfig.get_path("
+             "'purelib'))"], check=True, capture_output=True, text=True).stdout.strip())
+        deps = _closure([*_wheel_requirements(wheel), "torch"], extras)
+        assert not any(canonicalize_name(d.metadata["Name"]) == "alignbot" for d in deps)
+        _link_distributions(deps, top / "deps")
+        (site / "alignbot-deps.pth").write_text(f"{top / 'deps'}\n")
+        subprocess.run([sys.executable, "-m", "pip", "--python", str(self.bin / "python"),
+                        "install", "--quiet", "--no-deps", "--no-index", str(wheel)],
+                       check=True, capture_output=True, timeout=120)
+        self.environ = {k: v for k, v in os.environ.items()
+                        if not k.startswith(("PYTHON", "VIRTUAL_ENV", "ALIGNBOT_"))}
+        self.environ["PATH"] = f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}"
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(list(args), cwd=self.work, env=self.environ, capture_output=True,
+                              text=True, timeout=300)
+
+    def python(self, code: str) -> subprocess.CompletedProcess[str]:
+        return self.run(str(self.bin / "python"), "-c", code)
+
+
+@pytest.fixture(scope="module")
+def app_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    return Env(tmp_path_factory.mktemp("app"), wheel, {"app"})
+
+
+@pytest.fixture(scope="module")
+def engine_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    return Env(tmp_path_factory.mktemp("engine"), wheel, set())
+
+
+def _assert_isolated(env: Env) -> None:
+    """The packages come from the fresh environment; the sources are nowhere on the path."""
+    proc = env.python("import json, sys, checks, bot, checks.report as r; print(json.dumps("
+                      "[checks.__file__, bot.__file__, str(r.templates_dir()), sys.path]))")
+    assert proc.returncode == 0, proc.stderr
+    checks_file, bot_file, templates, path = json.loads(proc.stdout)
+    site = str(env.top / "venv")
+    assert checks_file.startswith(site) and bot_file.startswith(site), (checks_file, bot_file)
+    assert templates.startswith(site), templates
+    assert not any(p.startswith(str(ROOT)) for p in path if p), path
+    probe = env.python("import importlib.util as u; print(u.find_spec('tests'), "
+                       "u.find_spec('templates'))")
+    assert probe.stdout.split() == ["None", "None"], probe.stdout
+
+
+def test_the_wheel_checks_and_prints_a_repro_outside_the_sources(app_env: Env) -> None:
+    _assert_isolated(app_env)
+    clean = app_env.run("alignbot", "check", "--candidate", "torch", "--ops", "relu",
+                        "--no-progress")
+    assert clean.returncode == 0, clean.stderr
+    assert "0 findings" in clean.stdout
+
+    (app_env.work / "spec.py").write_text(SPEC)
+    found = app_env.run("alignbot", "check", "--prelude", BREAK_RELU, "--spec-file", "spec.py",
+                        "--no-progress", "--json", "r.json", "--markdown", "r.md")
+    assert found.returncode == 1, found.stderr
+    (finding,) = json.loads((app_env.work / "r.json").read_text())["findings"]
+    assert finding["op"] == "torch.relu" and finding["repro_verified"], finding
+    assert "torch.relu" in (app_env.work / "r.md").read_text()
+    repro = app_env.run("alignbot", "repro", "r.json", finding["fingerprint"])
+    assert repro.returncode == 0, repro.stderr
+    assert repro.stdout == finding["repro"] and "import torch" in repro.stdout
+
+    # the App's strict templates ship too, and its commands run
+    posted = app_env.python("from checks.report import environment; "
+                            "print(environment().get_template('pr_comment.md.j2').name)")
+    assert posted.stdout.strip() == "pr_comment.md.j2", posted.stderr
+    schema = app_env.run("alignbot", "config-schema")
+    assert schema.returncode == 0 and json.loads(schema.stdout)["type"] == "object"
+
+
+def test_the_engine_alone_checks_and_app_commands_say_what_to_install(engine_env: Env) -> None:
+    _assert_isolated(engine_env)
+    for module in ENGINE_ONLY_MISSING:
+        probe = engine_env.python(f"import {module}")
+        assert probe.returncode != 0, f"{module} is installed with the engine alone"
+    clean = engine_env.run("alignbot", "check", "--candidate", "torch", "--ops", "relu",
+                           "--no-progress")
+    assert clean.returncode == 0, clean.stderr
+    assert "0 findings" in clean.stdout
+    for command in (["serve"], ["serve", "--port", "8080"], ["config-schema"],
+                    ["remind-sweep"], ["demo"]):
+        proc = engine_env.run("alignbot", *command)
+        assert proc.returncode == 2, (command, proc.stderr)
+        assert proc.stderr.startswith(f"alignbot: error: alignbot {command[0]} needs the "
+                                      "GitHub App's dependencies")
+        assert proc.stderr.endswith(": pip install 'alignbot[app]'\n"), proc.stderr
+        assert proc.stderr.count("\n") == 1 and "Traceback" not in proc.stderr
+    usage = engine_env.run("alignbot", "frobnicate")
+    assert usage.returncode == 2 and "invalid choice" in usage.stderr
+
