@@ -341,7 +341,24 @@ def exposed_paths(containment: Containment) -> list[str]:
         paths.add(str(Path(next(iter(found.submodule_search_locations))).resolve()))
     paths.add(str(templates_dir().resolve()))
     paths |= {str(p) for p in containment.expose}
+    secret = [os.path.realpath(str(p)) for p in (*SECRET_DIRS, *containment.hide)]
+    paths |= {p for p in _linked_packages() if not any(_under(p, s) for s in secret)}
     return sorted({os.path.realpath(p) for p in paths if os.path.exists(p)})
+
+
+def _linked_packages() -> set[str]:
+    """Folders of installed packages on the service's import path (never the folder of the
+    script it started from) that link their packages in from elsewhere, and where those links
+    point: the engine imports them. Links into secret folders are left out by the caller."""
+    targets = set()
+    for entry in sys.path[1:]:
+        if not entry or not os.path.isdir(entry):
+            continue
+        with os.scandir(entry) as items:
+            linked = {os.path.realpath(item.path) for item in items if item.is_symlink()}
+        if linked:
+            targets |= {os.path.realpath(entry), *linked}
+    return targets
 
 
 def hidden_paths(containment: Containment) -> list[str]:
@@ -1077,7 +1094,7 @@ def _mounts(spec: dict[str, Any], uid: int, gid: int, new_pid: bool) -> list[str
                 hide.add(current)
     for top in list(hide):  # re-expose kept paths one level at a time
         for path in keep:
-            if _under(path, top) and path != top:
+            if _under(path, top) and path != top and not _inside_kept(path, keep, top):
                 parent = os.path.dirname(path)
                 while _under(parent, top) and parent != top:
                     hide.add(parent)
@@ -1105,6 +1122,13 @@ def _mounts(spec: dict[str, Any], uid: int, gid: int, new_pid: bool) -> list[str
     layers.append("read-only-filesystem" if not failed else
                   f"read-only-filesystem (not {', '.join(failed[:3])})")
     return layers
+
+
+def _inside_kept(path: str, keep: Iterable[str], top: str) -> bool:
+    """``path`` lies inside another kept folder below ``top``: that folder comes back whole,
+    so nothing between them may be hidden (a venv kept whole, and its ``checks`` package)."""
+    return any(other not in (path, top) and _under(path, other) and _under(other, top)
+               for other in keep)
 
 
 def _hide(folder: str, keep: Iterable[str], mode: int, size: int) -> None:

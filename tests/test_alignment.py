@@ -22,13 +22,15 @@ from bot.alignment import (
     on_check_run_rerequested,
     on_pull_request,
 )
-from bot.demo import NUMBER, OWNER, REPO, ROOT, _files, _sha, deliver, wait_for
+from bot.demo import NUMBER, OWNER, REPO, _files, _sha, deliver, wait_for
 from bot.github import ApiOptions, GitHubApp, RateLimited
 from bot.output import CHECK_NAME
 from bot.queue import JobRecord, JobRequest, SqlJobQueue
 from bot.storage import make_engine, migrate
 from bot.testing.github import GitHubServer
 from bot.webhooks import Event
+
+ROOT = Path(__file__).resolve().parent.parent
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -36,7 +36,6 @@ from bot.demo import (
     NUMBER,
     OWNER,
     REPO,
-    ROOT,
     SECRET,
     deliver,
     free_port,
@@ -52,6 +51,8 @@ from bot.storage import UPSTREAM, make_engine, migrate, utcnow
 from bot.testing.github import GitHubServer
 from bot.trust import WAITING_MARKER, TrustGate, is_ok
 from bot.webhooks import Event
+
+ROOT = Path(__file__).resolve().parent.parent
 
 CONFIG = (ROOT / "examples" / "fastops" / ".github" / "alignbot.yml").read_text()
 FASTOPS = (ROOT / "examples" / "fastops" / "fastops.py").read_text()

@@ -21,7 +21,6 @@ from bot.demo import (
     NUMBER,
     OWNER,
     REPO,
-    ROOT,
     _files,
     deliver,
     free_port,
@@ -50,6 +49,8 @@ from bot.queue import JobState, SqlJobQueue
 from bot.testing.github import GitHubServer
 from checks.markdown import ZWSP, Trusted, link, marker
 from checks.report import ENGINE_TEMPLATES, environment, templates_dir
+
+ROOT = Path(__file__).resolve().parent.parent
 
 HEAD = "e" * 40
 CUT_NOTE = "**Cut here:**"

@@ -244,3 +244,16 @@ def test_the_engine_alone_checks_and_app_commands_say_what_to_install(engine_env
     usage = engine_env.run("alignbot", "frobnicate")
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
 
+
+def test_the_wheel_runs_the_demo_outside_the_sources(app_env: Env) -> None:
+    probe = app_env.python("import bot.testing.github as g, bot.examples as e; "
+                           "print(g.__file__); print(e.__file__)")
+    assert probe.returncode == 0, probe.stderr
+    assert all(line.startswith(str(app_env.top)) for line in probe.stdout.split()), probe.stdout
+    # the sandbox exposes the environment whole, its linked packages and their targets
+    demo = app_env.run("alignbot", "demo")
+    assert demo.returncode == 0, demo.stderr[-3000:]
+    for line in ("webhook pull_request.opened -> 202",
+                 "check run 'alignbot / op alignment': failure — 2 findings",
+                 "the comment by alignbot[bot]", "Minimized repro: verified"):
+        assert line in demo.stdout, demo.stdout[-2000:]

@@ -5,14 +5,17 @@ a refused commenter who keeps trying, and signed payloads of the wrong shape."""
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from service import NUMBER, OWNER, REPO, SECRET, Service, open_pull
 
-from bot.demo import INSTALLATION, ROOT, _files, wait_for
+from bot.demo import INSTALLATION, _files, wait_for
 from bot.output import MARKER
+
+ROOT = Path(__file__).resolve().parent.parent
 
 BOT = "alignbot[bot]"
 MAINTAINER, OUTSIDER = "mia", "otto"

@@ -4,15 +4,18 @@ file GitHub will not serve. Webhook in, what GitHub saw out, and the service's l
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 from service import NUMBER, OWNER, REPO, Service, completed
 
 from bot import alignment
-from bot.demo import ROOT, _files, _patch, _sha, seed, wait_for
+from bot.demo import _files, _patch, _sha, seed, wait_for
 from bot.queue import JobRecord, JobState, SqlJobQueue
 from bot.storage import make_engine
+
+ROOT = Path(__file__).resolve().parent.parent
 
 BUGGY = ROOT / "examples" / "pull-request" / "fastops.py"
 CONFIG = ".github/alignbot.yml"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -12,8 +13,10 @@ from service import NUMBER, OWNER, REPO, Service, completed, open_pull
 from test_output import markdown_problems, prose_lines, without_code_spans
 
 from bot.alignment import CONFIG_PATH
-from bot.demo import ROOT, _files, wait_for
+from bot.demo import _files, wait_for
 from bot.output import MARKER
+
+ROOT = Path(__file__).resolve().parent.parent
 
 TIMEOUT = 300
 EVIL = "https://evil.example"

@@ -15,7 +15,9 @@ import httpx
 import pytest
 from service import NUMBER, OWNER, REPO, SECRET, Service, completed
 
-from bot.demo import ROOT, _files, _patch, _sha, deliver, seed, wait_for
+from bot.demo import _files, _patch, _sha, deliver, seed, wait_for
+
+ROOT = Path(__file__).resolve().parent.parent
 
 BUGGY = ROOT / "examples" / "pull-request" / "fastops.py"
 FIXED = ROOT / "examples" / "fastops" / "fastops.py"
