@@ -12,8 +12,11 @@ Module map (one concern each; none of the feature modules knows about HTTP):
 - ``github.py``     GitHub App access through PyGithub: JWT, cached installation tokens,
                     bounded retries, configurable API base URL
 - ``config.py``     ``.github/alignbot.yml``: the per-repository configuration
-- ``sandbox.py``    runs untrusted pull-request code (setup + engine) with no secrets,
-                    resource limits, a timeout and no network
+- ``sandbox/``      runs untrusted pull-request code (setup + engine) with no secrets,
+                    resource limits, a timeout and no network: ``plan`` (limits, mode,
+                    uid), ``paths`` (what it may see), ``child`` (the trampoline and init,
+                    run as a script), ``runner`` (one command, deadlines, output),
+                    ``workspace`` (work folders, the report, stale cleanup)
 - ``engine_report.py`` the strict model of the engine's report as it comes out of the sandbox,
                     and the one builder of prefilled upstream links
 - ``markers.py``    the bot's own comments, found by author and a marker at the start

@@ -24,7 +24,16 @@ import pytest
 
 from bot import sandbox
 from bot.config import RepoConfig, load_config
-from bot.sandbox import GIB, MIB, Containment, SandboxLimits, SandboxResult, run_check, scrub
+from bot.sandbox import (
+    GIB,
+    MIB,
+    Containment,
+    SandboxLimits,
+    SandboxResult,
+    run_check,
+    runner,
+    scrub,
+)
 
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
 LIMITS = SandboxLimits(cpu_seconds=20, memory_bytes=2 * GIB, processes=64, file_size=16 * MIB,
@@ -187,7 +196,7 @@ def test_secrets_are_out_of_reach_as_a_dedicated_uid(tmp_path: Path, canaries: S
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     if os.geteuid() != 0:
         pytest.skip("dropping to a dedicated uid needs root")
-    monkeypatch.setattr(sandbox, "TAIL_CHARS", 1_000_000)  # check every byte printed
+    monkeypatch.setattr(runner, "TAIL_CHARS", 1_000_000)  # check every byte printed
     result = _run("secrets", tmp_path, canaries)
     assert result.reason is None, result.stderr_tail
     assert "HOSTILE-RAN steal.sh" in result.stdout_tail
@@ -208,7 +217,7 @@ def test_secrets_are_out_of_reach_as_a_dedicated_uid(tmp_path: Path, canaries: S
 def test_secrets_are_out_of_reach_in_a_user_namespace(tmp_path: Path, canaries: Secrets,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """What a service that is not root gets: its own uid, so its files must be hidden."""
-    monkeypatch.setattr(sandbox, "TAIL_CHARS", 1_000_000)
+    monkeypatch.setattr(runner, "TAIL_CHARS", 1_000_000)
     result = _run("secrets", tmp_path, canaries,
                   containment=canaries.containment("userns", hide_key=True))
     assert result.reason is None, result.stderr_tail
@@ -226,7 +235,7 @@ def test_a_dedicated_uid_alone_protects_secrets_and_leaves_nothing_behind(
     """A container without CAP_SYS_ADMIN: no namespaces, only the uid (and the sweep)."""
     if os.geteuid() != 0:
         pytest.skip("needs root")
-    monkeypatch.setattr(sandbox, "TAIL_CHARS", 1_000_000)
+    monkeypatch.setattr(runner, "TAIL_CHARS", 1_000_000)
     # Setup commands need no interpreter; here the interpreter may be out of the uid's reach.
     monkeypatch.setattr(sandbox._Workspace, "exposed", lambda self: [])
     containment = Containment(namespaces=False)
@@ -350,28 +359,6 @@ def test_scrub_redacts_tokens_keys_and_secret_environment_values(
     assert "MIIEvQ" not in scrub("AAAAMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----")
 
 
-def test_report_reader_refuses_fifos_big_files_and_non_reports(tmp_path: Path,
-                                                               monkeypatch: pytest.MonkeyPatch
-                                                               ) -> None:
-    out = tmp_path / "out"
-    out.mkdir()
-    os.mkfifo(out / "fifo.json")
-    assert sandbox._read_report(tmp_path, "out", "fifo.json") == (
-        None, "its report is not a regular file (refused)")
-    (out / "list.json").write_text("[1, 2]")
-    assert "not an object" in sandbox._read_report(tmp_path, "out", "list.json")[1]
-    (out / "bad.json").write_text("{")
-    assert "not valid JSON" in sandbox._read_report(tmp_path, "out", "bad.json")[1]
-    monkeypatch.setattr(sandbox, "REPORT_MAX_BYTES", 100)
-    (out / "big.json").write_text(json.dumps({"findings": [], "pad": "x" * 200}))
-    assert "larger than 100 bytes" in sandbox._read_report(tmp_path, "out", "big.json")[1]
-    (out / "ok.json").write_text(json.dumps({"findings": [], "m": f"ghs_{'a' * 36}"}))
-    assert sandbox._read_report(tmp_path, "out", "ok.json")[0] == {
-        "findings": [], "m": "[redacted token]"}
-    (tmp_path / "linked").symlink_to(out)
-    assert "link" in sandbox._read_report(tmp_path, "linked", "ok.json")[1]
-
-
 def test_repository_cannot_shadow_the_engine_but_the_prelude_sees_it(
         tmp_path: Path, canaries: Secrets) -> None:
     result = _run("shadow", tmp_path, canaries)
@@ -477,7 +464,7 @@ def test_setup_and_spec_code_see_no_hidden_file_inside_an_allowed_folder(
         tmp_path: Path, service_dirs: Service, monkeypatch: pytest.MonkeyPatch) -> None:
     """The walk reads every file it can reach; the allowed folder holds the hidden ones,
     and one of them is also on the allow-list itself (hidden wins)."""
-    monkeypatch.setattr(sandbox, "TAIL_CHARS", 1_000_000)
+    monkeypatch.setattr(runner, "TAIL_CHARS", 1_000_000)
     repo = tmp_path / "walk"
     shutil.copytree(HOSTILE / "walk", repo)
     key_line = service_dirs.key_text.splitlines()[1]
@@ -517,49 +504,6 @@ def test_without_a_mount_namespace_a_readable_hidden_folder_is_refused(
         assert result.stdout_tail.count("HOSTILE-RAN") == 1  # the command line, not its output
     finally:
         shutil.rmtree(data)
-
-
-def _record(top: Path, pid: int, start: int | None, uid: int | None) -> None:
-    top.mkdir(mode=0o711)
-    (top / sandbox.OWNER_FILE).write_text(json.dumps({"pid": pid, "start": start, "uid": uid}))
-
-
-def test_remove_stale_removes_what_a_dead_service_left_and_nothing_else(
-        tmp_path: Path) -> None:
-    if os.geteuid() != 0:
-        pytest.skip("needs root")
-    gone = subprocess.Popen(["true"])
-    gone.wait()  # a pid that no longer runs: the previous life of the service
-    uid = sandbox.UID_BASE + secrets.randbelow(sandbox.UID_COUNT)
-    other_uid = 54_321  # not a sandbox uid: a forged record must not sweep it
-    left = subprocess.Popen(["sleep", "600"], user=uid, group=uid, extra_groups=[],
-                            start_new_session=True)
-    bystander = subprocess.Popen(["sleep", "600"], user=other_uid, group=other_uid,
-                                 extra_groups=[], start_new_session=True)
-    try:
-        me = os.getpid()
-        _record(tmp_path / "alignbot-sandbox-dead", gone.pid, 1, uid)
-        _record(tmp_path / "alignbot-sandbox-forged", gone.pid, 1, other_uid)
-        _record(tmp_path / "alignbot-sandbox-live", me, sandbox._start_time(me), None)
-        _record(tmp_path / "alignbot-sandbox-reused-pid", me, 1, None)
-        (tmp_path / "alignbot-sandbox-new").mkdir()  # its record is about to be written
-        old = tmp_path / "alignbot-sandbox-old"
-        old.mkdir()
-        os.utime(old, (time.time() - 3600, time.time() - 3600))
-        (tmp_path / "unrelated").mkdir()
-        removed = sandbox.remove_stale(tmp_path)
-        assert sorted(p.name for p in removed) == [
-            "alignbot-sandbox-dead", "alignbot-sandbox-forged", "alignbot-sandbox-old",
-            "alignbot-sandbox-reused-pid"]
-        assert sorted(p.name for p in tmp_path.iterdir()) == [
-            "alignbot-sandbox-live", "alignbot-sandbox-new", "unrelated"]
-        assert left.wait(timeout=10) == -9  # the dead service's sandbox uid was swept
-        assert bystander.poll() is None
-    finally:
-        left.kill()
-        bystander.kill()
-        left.wait()
-        bystander.wait()
 
 
 def test_an_interpreter_the_operator_allowed_is_used_and_only_then(

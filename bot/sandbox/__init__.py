@@ -1,0 +1,161 @@
+"""Runs untrusted pull-request code (setup commands, then the engine) contained: no secrets,
+an unprivileged user, resource limits, a wall-clock timeout and no network where possible.
+
+Each command goes through a trampoline, ``child.py`` run as a script, started by the service
+(fork+exec only, so it is safe from a threaded service) in a new session. The trampoline,
+still privileged, enters new namespaces (mount, PID, network, IPC, UTS; a user namespace too
+when the service is not root) and forks the namespace's init, which
+
+1. makes mounts private, hides ``/tmp``, ``/var/tmp``, ``/dev/shm``, the service's home and any
+   other secret paths under empty tmpfs (re-exposing only what the sandbox needs), mounts a
+   fresh ``/proc`` and remounts everything read-only except the work directory;
+2. brings up loopback in the empty network namespace;
+3. reports the layers it applied on a pipe that only the service reads;
+4. forks the worker, which drops to a dedicated uid (``setgroups([])``, gid, uid), sets
+   ``no_new_privs`` and rlimits, and execs the command with a scrubbed environment.
+
+When the worker exits, init exits, and the kernel kills whatever is left in the PID
+namespace. Without namespaces (a container without ``CAP_SYS_ADMIN``) the uid is still
+dedicated, so everything it left running is killed with ``kill(-1)`` from that uid.
+
+Deny by default: what the sandbox may read beyond the system comes only from the service
+(its interpreter, the engine, ``Containment.expose``: the interpreters an operator allowed),
+never from the pull request. Whole folders the service owns (its data directory, its key's
+folder, ``/run/secrets``, its home, ``Containment.hide``) are hidden, and a hidden folder wins
+over an allowed path that contains it. Every path a configuration names (``candidate.python``,
+spec files) is resolved, symlinks and ``..`` included, and refused unless it stays in the
+repository or under an allowed interpreter folder that is not hidden.
+
+Sandboxes die with the service, even by SIGKILL: the trampoline asks for a parent-death
+signal and checks that its parent is still the service, init has one too, and the PID
+namespace dies with init (without one, the trampoline sweeps the dedicated uid). Each work
+folder records its owner and uid, so a restarted service removes what a previous life left
+(``remove_stale``).
+
+Only the JSON report comes back, read without following links and size-capped; output
+tails are capped and scrubbed of anything that looks like a token.
+
+The modules: ``plan`` (limits, containment, choosing the mode and uid), ``paths`` (what the
+sandbox may see), ``child`` (the trampoline and init, run as a script), ``runner`` (one
+command: deadlines, output tails, scrubbing), ``workspace`` (the work folders, the report,
+stale cleanup); ``run_check`` here ties them together.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .child import MIB, REFUSED, TMPFS_BYTES
+from .paths import (
+    SECRET_DIRS,
+    TMP_DIRS,
+    _path_problem,
+    _python_problem,
+    exposed_paths,
+    hidden_paths,
+    interpreter_prefixes,
+    visible,
+)
+from .plan import GIB, UID_BASE, UID_COUNT, Containment, Mode, SandboxLimits, _Plan, _plan
+from .runner import (
+    TAIL_CHARS,
+    SandboxResult,
+    _hint,
+    _last_line,
+    _launch,
+    _result,
+    _Run,
+    _short,
+    scrub,
+)
+from .runner import _sweep as _sweep
+from .workspace import (
+    OWNER_FILE,
+    PREFIX,
+    REPORT_MAX_BYTES,
+    UNRECORDED_STALE_SECONDS,
+    _read_report,
+    _Workspace,
+    remove_stale,
+)
+from .workspace import _start_time as _start_time
+
+if TYPE_CHECKING:
+    from ..config import RepoConfig
+
+__all__ = [
+    "GIB", "MIB", "OWNER_FILE", "PREFIX", "REFUSED", "REPORT_MAX_BYTES", "SECRET_DIRS",
+    "TAIL_CHARS", "TMPFS_BYTES", "TMP_DIRS", "UID_BASE", "UID_COUNT",
+    "UNRECORDED_STALE_SECONDS", "Containment", "Mode", "SandboxLimits", "SandboxResult",
+    "exposed_paths", "hidden_paths", "interpreter_prefixes", "remove_stale", "run_check",
+    "scrub", "visible",
+]
+
+
+def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
+              limits: SandboxLimits | None = None,
+              containment: Containment | None = None) -> SandboxResult:
+    """Copy ``repo_dir`` into a fresh work directory, run ``config.candidate.setup`` there,
+    then ``python -m checks.cli check … --json REPORT``, all contained; return the report."""
+    limits = limits or SandboxLimits()
+    containment = containment or Containment()
+    started = time.monotonic()
+    wall = min(limits.wall_seconds, config.timeout_minutes * 60)
+    deadline = started + wall
+    plan = _plan(containment)
+    if isinstance(plan, str):
+        return SandboxResult(None, None, f"refused: {plan}", "", "", 0.0)
+    problem = _path_problem(repo_dir, config, check_args, containment)
+    if problem:
+        return SandboxResult(None, None, f"refused: {problem}", "", "",
+                             time.monotonic() - started)
+    try:
+        workspace = _Workspace.create(repo_dir, plan, containment)
+    except OSError as exc:
+        return SandboxResult(None, None, f"the sandbox could not prepare its work folder: "
+                             f"{exc}", "", "", time.monotonic() - started)
+    try:
+        result = _run_steps(workspace, plan, config, check_args, limits, wall, deadline)
+    except OSError as exc:  # the service itself failed (out of memory, fds, disk)
+        result = SandboxResult(None, None, f"the sandbox failed: {exc}", "", "", 0.0)
+    finally:
+        workspace.remove(plan)
+    result.duration = time.monotonic() - started
+    return result
+
+
+def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list[str],
+               limits: SandboxLimits, wall: float, deadline: float) -> SandboxResult:
+    env = ws.environment()
+    runs: list[tuple[str, _Run]] = []
+    for command in config.candidate.setup:
+        run = _launch(["/bin/sh", "-c", command], ws.repo, env, ws, plan, limits, deadline)
+        runs.append((command, run))
+        what = f"setup command `{_short(command)}`"
+        reason = run.reason(what, limits, wall)
+        if reason or run.exit_code != 0:
+            reason = reason or f"{what} failed with exit status {run.exit_code}" + \
+                _hint(run.stderr, limits)
+            return _result(runs, None, reason)
+    # Setup may have made the interpreter (a venv) or swapped it for a link: decide again.
+    problem = _python_problem(str(ws.repo), config.candidate.python, ws.containment,
+                              extra_allowed=[str(ws.top)])
+    if problem:
+        return _result(runs, None, f"refused: {problem}") if runs else SandboxResult(
+            None, None, f"refused: {problem}", "", "", 0.0)
+    run = _launch(ws.engine_argv(config, check_args), ws.repo, env, ws, plan, limits, deadline)
+    runs.append(("alignbot check", run))
+    reason = run.reason("the engine", limits, wall)
+    if reason:
+        return _result(runs, None, reason)
+    if run.exit_code in (0, 1):
+        report, problem = _read_report(ws.work, "out", "report.json")
+        if report is not None:
+            return _result(runs, report, None)
+        return _result(runs, None, f"the engine exited with status {run.exit_code} but "
+                                   f"{problem}")
+    line = _last_line(run.stderr)
+    return _result(runs, None, f"the engine stopped with exit status {run.exit_code}"
+                               f"{': ' + line if line else ''}" + _hint(run.stderr, limits))

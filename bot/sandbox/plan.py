@@ -1,0 +1,88 @@
+"""Who runs the pull request's code and within what: the limits, the containment the
+service asks for, and the plan chosen from it (the mode, the uid, whether it is dedicated)."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal
+
+from .child import MIB
+
+GIB = 1024 ** 3
+UID_BASE, UID_COUNT = 1_900_000_000, 1_000_000  # dedicated uids: no files, no processes
+
+Mode = Literal["auto", "uid", "userns", "none"]
+
+
+@dataclass(frozen=True)
+class SandboxLimits:
+    """Per-process rlimits (CPU, address space, file size), per-uid processes (threads
+    count), and one wall-clock limit for setup and the engine together."""
+
+    cpu_seconds: int = 600
+    memory_bytes: int = 4 * GIB
+    processes: int = 256
+    file_size: int = 1 * GIB
+    wall_seconds: float = 900
+    network: bool = False
+
+
+@dataclass(frozen=True)
+class Containment:
+    """Who runs the pull request's code and what it can see.
+
+    ``mode``: ``uid`` (the service is root: drop to a dedicated uid), ``userns`` (not root:
+    a user namespace, secrets hidden by mounts), ``none`` (rlimits and environment only:
+    refused unless ``allow_unisolated``), ``auto`` (``uid`` as root, else ``userns``).
+    ``hide``: more secret paths (the folders of the app's key and of its database) to hide
+    under empty mounts; ``expose``: the operator's allow-list, folders the sandbox may read
+    and ``candidate.python`` may name (interpreters installed for candidates). Both come
+    from the service, never from a pull request; ``base_dir``: where work folders go."""
+
+    mode: Mode = "auto"
+    namespaces: bool = True
+    uid: int | None = None
+    hide: tuple[Path, ...] = ()
+    expose: tuple[Path, ...] = ()
+    base_dir: Path | None = None
+    allow_unisolated: bool = False
+
+
+
+def _size(n: int) -> str:
+    for unit, scale in (("GiB", GIB), ("MiB", MIB)):
+        if n >= scale:
+            return f"{n / scale:g} {unit}"
+    return f"{n} bytes"
+
+
+
+@dataclass(frozen=True)
+class _Plan:
+    mode: Mode
+    uid: int
+    gid: int
+    dedicated: bool  # a uid of its own: safe to kill(-1) as it afterwards
+
+
+def _plan(containment: Containment) -> _Plan | str:
+    """The uid and mode, or why the sandbox refuses to run."""
+    mode = containment.mode
+    root = os.geteuid() == 0
+    if mode == "auto":
+        mode = "uid" if root else "userns"
+    if mode == "uid":
+        if not root:
+            return "dropping to another uid needs the service to run as root"
+        uid = containment.uid if containment.uid is not None else \
+            UID_BASE + secrets.randbelow(UID_COUNT)
+        if uid == 0:
+            return "the sandbox uid cannot be 0"
+        return _Plan("uid", uid, uid, containment.uid is None)
+    if mode == "none" and not containment.allow_unisolated:
+        return ("no isolation was asked for (mode `none`) and unisolated runs are not "
+                "allowed: the pull request's code could read the service's files")
+    return _Plan(mode, os.getuid(), os.getgid(), False)

@@ -1,0 +1,253 @@
+"""One command through the trampoline: started by fork+exec in a new session, its spec on
+stdin, its whole group killed at the deadline; stdout and stderr read as capped tails,
+scrubbed of anything that looks like a token, the status pipe read for the layers applied
+or why it refused; and the one-line reasons built from what came back."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import select
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from . import child
+from .paths import TMP_DIRS
+from .plan import SandboxLimits, _Plan, _size
+
+if TYPE_CHECKING:
+    from .workspace import _Workspace
+
+TAIL_CHARS = 4000
+
+
+@dataclass
+class SandboxResult:
+    """What came back. ``reason`` is one line when the sandbox refused or something stopped
+    the run; ``isolation`` lists the layers that were applied."""
+
+    report: dict[str, Any] | None
+    exit_code: int | None
+    reason: str | None
+    stdout_tail: str
+    stderr_tail: str
+    duration: float
+    isolation: list[str] = field(default_factory=list)
+
+
+
+# --------------------------------------------------------------------------- scrubbing
+
+_SECRET_PATTERNS = [
+    (re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY-----"
+                r"|\Z)", re.S), "[redacted private key]"),
+    (re.compile(r"[A-Za-z0-9+/=\s]{32,}-----END[A-Z0-9 ]*PRIVATE KEY-----"),
+     "[redacted private key]"),
+    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})"),
+     "[redacted token]"),
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+     "[redacted token]"),
+    (re.compile(r"\bv1\.[0-9a-f]{40}\b"), "[redacted token]"),
+]
+_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PRIVATE|_KEY|CREDENTIAL", re.I)
+
+
+def scrub(text: str) -> str:
+    """Redact token-like strings and the values of the service's secret-looking variables."""
+    for pattern, replacement in _SECRET_PATTERNS:
+        text = pattern.sub(replacement, text)
+    for name, value in os.environ.items():
+        if _SECRET_NAME.search(name):
+            for part in {value, *value.split(",")}:
+                if len(part.strip()) >= 8:
+                    text = text.replace(part.strip(), "[redacted]")
+    return text
+
+
+def _scrub_data(value: Any) -> Any:
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, list):
+        return [_scrub_data(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _scrub_data(v) for k, v in value.items()}
+    return value
+
+
+def _tail(data: bytes) -> str:
+    return scrub(data.decode("utf-8", errors="replace"))[-TAIL_CHARS:]
+
+
+def _result(runs: list[tuple[str, _Run]], report: dict[str, Any] | None, reason: str | None
+            ) -> SandboxResult:
+    """The last command's exit status and isolation; the output of every command, each
+    under a ``$ command`` line, then tailed."""
+    def joined(stream: str) -> bytes:
+        return b"".join(f"$ {_short(label)}\n".encode() + getattr(run, stream)
+                        for label, run in runs)
+
+    last = runs[-1][1]
+    return SandboxResult(report, last.exit_code, reason, _tail(joined("stdout")),
+                         _tail(joined("stderr")), 0.0, list(last.layers))
+
+
+def _short(command: str, limit: int = 80) -> str:
+    one = " ".join(command.split())
+    return one if len(one) <= limit else one[:limit - 1] + "…"
+
+
+def _last_line(data: bytes) -> str:
+    lines = [ln.strip() for ln in _tail(data).splitlines() if ln.strip()]
+    errors = [ln for ln in lines if ln.startswith("alignbot: error:")]
+    line = (errors or lines or [""])[-1]
+    return line if len(line) <= 300 else line[:299] + "…"
+
+
+def _hint(stderr: bytes, limits: SandboxLimits) -> str:
+    """What the output suggests about a limit (the output is untrusted: a hint, no more)."""
+    text = stderr[-64 * 1024:].decode("utf-8", errors="replace")
+    if re.search(r"MemoryError|Cannot allocate memory|can't allocate memory|bad_alloc", text):
+        return f" (memory limit of {_size(limits.memory_bytes)} reached?)"
+    if "File too large" in text:
+        return f" (file size limit of {_size(limits.file_size)} reached?)"
+    if "Resource temporarily unavailable" in text:
+        return f" (process limit of {limits.processes} reached?)"
+    return ""
+
+
+
+_SIGNAL_CAUSE = {
+    signal.SIGKILL: lambda lim: (f"memory limit ({_size(lim.memory_bytes)})? or CPU time "
+                                 f"limit ({lim.cpu_seconds} s)?"),
+    signal.SIGXCPU: lambda lim: f"CPU time limit ({lim.cpu_seconds} s)",
+    signal.SIGXFSZ: lambda lim: f"file size limit ({_size(lim.file_size)})",
+    signal.SIGSEGV: lambda lim: "a crash",
+}
+
+
+
+# --------------------------------------------------------------------------- one command
+
+_TRAMPOLINE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
+# child.py, run as a script: it needs only the standard library, so it works however the
+# service was installed, and -I keeps the environment and the working folder out of it.
+_TRAMPOLINE = [sys.executable, "-I", "-B", os.path.abspath(child.__file__)]
+
+
+def _sweep(uid: int) -> None:
+    """Kill everything still running as the dedicated uid (``kill(-1)`` from that uid)."""
+    with contextlib.suppress(OSError, subprocess.SubprocessError):
+        subprocess.run([*_TRAMPOLINE, "--sweep", str(uid)],
+                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                       stderr=subprocess.DEVNULL, timeout=30, cwd="/", env=_TRAMPOLINE_ENV)
+
+
+
+@dataclass
+class _Run:
+    exit_code: int | None
+    timed_out: bool
+    stdout: bytes
+    stderr: bytes
+    layers: list[str]
+    refused: str | None
+
+    def reason(self, what: str, limits: SandboxLimits, wall: float) -> str | None:
+        if self.refused:
+            return f"refused: {self.refused}"
+        if self.timed_out:
+            return f"{what} ran past the {wall:g} s wall-clock limit"
+        code = self.exit_code
+        if code is not None and 128 < code <= 128 + 64:
+            sig = signal.Signals(code - 128) if code - 128 in signal.valid_signals() else None
+            if sig is not None:
+                cause = _SIGNAL_CAUSE.get(sig)
+                return f"{what} was killed by {sig.name}" + (f": {cause(limits)}" if cause
+                                                             else "")
+        return None
+
+
+def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan: _Plan,
+            limits: SandboxLimits, deadline: float) -> _Run:
+    """Run one command through the trampoline; kill its whole group at the deadline."""
+    status_r, status_w = os.pipe()
+    spec = {
+        "argv": argv, "cwd": str(cwd), "env": env, "mode": plan.mode, "uid": plan.uid,
+        "gid": plan.gid, "status_fd": status_w, "parent": os.getpid(),
+        "sweep_uid": plan.uid if plan.dedicated else None, "namespaces": ws.containment.namespaces,
+        "network": limits.network, "allow_unisolated": ws.containment.allow_unisolated,
+        "rw": [str(ws.top)], "expose": ws.exposed(), "hide": ws.hidden(),
+        "tmp": [p for p in TMP_DIRS if os.path.isdir(p)],
+        "rlimits": {"cpu": limits.cpu_seconds, "as": limits.memory_bytes,
+                    "nproc": limits.processes, "fsize": limits.file_size},
+    }
+    try:
+        proc = subprocess.Popen(
+            _TRAMPOLINE, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(status_w,),
+            start_new_session=True, cwd="/", env=_TRAMPOLINE_ENV)
+    finally:
+        os.close(status_w)
+    try:
+        assert proc.stdin is not None
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(json.dumps(spec).encode())
+            proc.stdin.close()
+        streams, timed_out = _collect(proc, status_r, deadline)
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        os.close(status_r)
+    status: dict[str, Any] = {}
+    with contextlib.suppress(ValueError):
+        status = json.loads(streams[status_r].decode() or "{}")
+    code = proc.returncode
+    exit_code = 128 - code if code < 0 else code
+    refused = status.get("refused")
+    if not status and not timed_out:  # init reports before anything untrusted runs
+        refused = "the sandbox could not be set up: " + (_last_line(streams[2]) or
+                                                         f"exit status {exit_code}")
+    layers = ["scrubbed-environment", "rlimits", "wall-clock-kill", *status.get("layers", [])]
+    return _Run(exit_code, timed_out, streams[1], streams[2], layers, refused)
+
+
+def _collect(proc: subprocess.Popen[bytes], status_fd: int, deadline: float
+             ) -> tuple[dict[int, bytes], bool]:
+    """Read stdout, stderr (keeping tails) and the status pipe until all close, the command
+    is gone (plus a grace second for what it left holding the pipes) or the deadline."""
+    assert proc.stdout is not None and proc.stderr is not None
+    fds = {proc.stdout.fileno(): 1, proc.stderr.fileno(): 2, status_fd: status_fd}
+    keep = {1: bytearray(), 2: bytearray(), status_fd: bytearray()}
+    open_fds = set(fds)
+    exited_at: float | None = None
+    while open_fds:
+        now = time.monotonic()
+        if now >= deadline:
+            return {k: bytes(v) for k, v in keep.items()}, True
+        if exited_at is None and proc.poll() is not None:
+            exited_at = now
+        if exited_at is not None and now - exited_at > 1.0:
+            break
+        ready, _, _ = select.select(list(open_fds), [], [], min(0.5, deadline - now))
+        for fd in ready:
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                open_fds.discard(fd)
+                continue
+            buf = keep[fds[fd]]
+            buf += chunk
+            if fds[fd] != status_fd and len(buf) > 4 * TAIL_CHARS + 65536:
+                del buf[:len(buf) - 4 * TAIL_CHARS]
+            elif fds[fd] == status_fd and len(buf) > 65536:
+                del buf[65536:]
+    while proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return {k: bytes(v) for k, v in keep.items()}, proc.poll() is None

@@ -1,0 +1,242 @@
+"""The per-job folders: a root-owned top with the sandbox's work folder (a copy of the
+checkout, home, tmp, out and a virtual environment), the scrubbed environment and the
+engine's command line, the report read back without following links, and the removal of
+what a previous life of the service left (``remove_stale``)."""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import site
+import stat
+import tempfile
+import time
+import venv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from .child import MIB
+from .paths import exposed_paths, hidden_paths
+from .plan import UID_BASE, UID_COUNT, Containment, _Plan, _size
+from .runner import _scrub_data, _sweep
+
+if TYPE_CHECKING:
+    from ..config import RepoConfig
+
+REPORT_MAX_BYTES = 16 * MIB
+OWNER_FILE = "owner.json"
+PREFIX = "alignbot-sandbox-"
+UNRECORDED_STALE_SECONDS = 600  # a folder without its owner record yet: made a moment ago?
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time in clock ticks since boot (tells a reused pid apart)."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rfind(")") + 2:].split()
+    return int(fields[19]) if len(fields) > 19 else None
+
+
+def _write_owner(top: Path, uid: int | None) -> None:
+    record = {"pid": os.getpid(), "start": _start_time(os.getpid()), "uid": uid}
+    fd = os.open(top / OWNER_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w") as handle:
+        json.dump(record, handle)
+
+
+def _read_owner(top: Path) -> dict[str, Any] | None:
+    """The owner record, trusted only when the service's own user wrote it (the sandbox
+    cannot write there as a dedicated uid)."""
+    try:
+        fd = os.open(top / OWNER_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_uid != os.geteuid():
+            return None
+        try:
+            record = json.loads(handle.read(4096))
+        except ValueError:
+            return None
+    return record if isinstance(record, dict) else None
+
+
+def _alive(record: dict[str, Any]) -> bool:
+    pid = record.get("pid")
+    if not isinstance(pid, int) or pid <= 0:
+        return False
+    start = _start_time(pid)
+    return start is not None and start == record.get("start")
+
+
+def remove_stale(base_dir: Path | None = None) -> list[Path]:
+    """Remove the work folders (and kill the dedicated uids) that a service which is no longer
+    running left in ``base_dir``; folders of live services are left alone."""
+    base = Path(base_dir) if base_dir is not None else Path(tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        candidates = sorted(base.glob(PREFIX + "*"))
+    except OSError:
+        return removed
+    for top in candidates:
+        try:
+            info = os.lstat(top)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
+            continue
+        record = _read_owner(top)
+        if record is None:
+            if time.time() - info.st_mtime < UNRECORDED_STALE_SECONDS:
+                continue
+        elif _alive(record):
+            continue
+        uid = (record or {}).get("uid")
+        if os.geteuid() == 0 and isinstance(uid, int) and \
+                UID_BASE <= uid < UID_BASE + UID_COUNT:
+            _sweep(uid)
+        shutil.rmtree(top, ignore_errors=True)
+        removed.append(top)
+    return removed
+
+
+@dataclass
+class _Workspace:
+    """``top`` (root-owned, 0711, random name) holds ``work`` (the sandbox's, 0700):
+    ``repo`` (a copy of the checkout), ``home``, ``tmp``, ``out`` and ``venv`` (a virtual
+    environment layered over the service's, so setup commands can ``pip install``)."""
+
+    top: Path
+    containment: Containment
+
+    @property
+    def work(self) -> Path:
+        return self.top / "work"
+
+    @property
+    def repo(self) -> Path:
+        return self.work / "repo"
+
+    @property
+    def venv(self) -> Path:
+        return self.work / "venv"
+
+    @classmethod
+    def create(cls, repo_dir: Path, plan: _Plan, containment: Containment) -> _Workspace:
+        base = containment.base_dir
+        top = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base)).resolve()
+        ws = cls(top, containment)
+        try:
+            os.chmod(top, 0o711)
+            _write_owner(top, plan.uid if plan.dedicated else None)
+            ws.work.mkdir(mode=0o700)
+            shutil.copytree(repo_dir, ws.repo, symlinks=True)
+            for name in ("home", "tmp", "out"):
+                (ws.work / name).mkdir(mode=0o700)
+            ws._make_venv()
+            if plan.mode == "uid":
+                _chown_tree(ws.work, plan.uid, plan.gid)
+        except BaseException:
+            shutil.rmtree(top, ignore_errors=True)
+            raise
+        return ws
+
+    def _make_venv(self) -> None:
+        venv.EnvBuilder(symlinks=True, with_pip=False).create(self.venv)
+        lib = next((self.venv / "lib").glob("python3*")) / "site-packages"
+        dirs = [d for d in site.getsitepackages() if os.path.isdir(d)]
+        (lib / "_alignbot_service.pth").write_text("".join(
+            f"import site; site.addsitedir({d!r})\n" for d in dirs))
+        pip = self.venv / "bin" / "pip"
+        pip.write_text(f'#!/bin/sh\nexec "{self.venv}/bin/python" -m pip "$@"\n')
+        pip.chmod(0o755)
+
+    def environment(self) -> dict[str, str]:
+        """The whole environment of the sandbox: nothing is inherited from the service."""
+        threads = str(min(4, os.cpu_count() or 1))
+        tmp = str(self.work / "tmp")
+        return {
+            "PATH": f"{self.venv}/bin:/usr/local/bin:/usr/bin:/bin",
+            "HOME": str(self.work / "home"), "TMPDIR": tmp, "TMP": tmp, "TEMP": tmp,
+            "LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "USER": "alignbot", "LOGNAME": "alignbot",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": str(self.repo),  # the candidate's prelude imports the repository
+            "PIP_NO_INPUT": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            # Threads count against RLIMIT_NPROC and glibc arenas against RLIMIT_AS.
+            "OMP_NUM_THREADS": threads, "MKL_NUM_THREADS": threads,
+            "OPENBLAS_NUM_THREADS": threads, "TORCHINDUCTOR_COMPILE_THREADS": "1",
+            "MALLOC_ARENA_MAX": "2",
+        }
+
+    def engine_argv(self, config: RepoConfig, check_args: list[str]) -> list[str]:
+        # -I: the repository's own `checks/` (or anything on PYTHONPATH) cannot shadow the
+        # engine; the candidate's worker still sees PYTHONPATH.
+        args = [str(self.venv / "bin" / "python"), "-I", "-B", "-m", "checks.cli", "check",
+                *config.candidate.cli_args(self.repo), *check_args]
+        if "--n" not in check_args:
+            args += ["--n", str(config.draws)]
+        if "--tracker" not in check_args:
+            args += ["--tracker", config.upstream.tracker]
+        return [*args, "--json", str(self.work / "out" / "report.json"), "--no-progress"]
+
+    def exposed(self) -> list[str]:
+        """What the sandbox must be able to read: interpreters, the engine, its templates."""
+        return exposed_paths(self.containment)
+
+    def hidden(self) -> list[str]:
+        return hidden_paths(self.containment)
+
+    def remove(self, plan: _Plan) -> None:
+        if plan.dedicated:
+            _sweep(plan.uid)
+        shutil.rmtree(self.top, ignore_errors=True)
+
+
+def _chown_tree(root: Path, uid: int, gid: int) -> None:
+    os.lchown(root, uid, gid)
+    for base, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            os.lchown(os.path.join(base, name), uid, gid)
+
+
+
+def _read_report(work: Path, folder: str, name: str) -> tuple[dict[str, Any] | None, str]:
+    """The report written by untrusted code: no links, no FIFOs, capped, an object with a
+    ``findings`` list; scrubbed like the tails."""
+    flags = os.O_RDONLY | os.O_NOFOLLOW
+    try:
+        work_fd = os.open(work, flags | os.O_DIRECTORY)
+        try:
+            dir_fd = os.open(folder, flags | os.O_DIRECTORY, dir_fd=work_fd)
+        finally:
+            os.close(work_fd)
+        try:
+            fd = os.open(name, flags | os.O_NONBLOCK, dir_fd=dir_fd)
+        finally:
+            os.close(dir_fd)
+    except FileNotFoundError:
+        return None, "wrote no report"
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            return None, "its report is a link (refused)"
+        return None, f"its report cannot be opened ({exc.strerror})"
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return None, "its report is not a regular file (refused)"
+        data = handle.read(REPORT_MAX_BYTES + 1)
+    if len(data) > REPORT_MAX_BYTES:
+        return None, f"its report is larger than {_size(REPORT_MAX_BYTES)}"
+    try:
+        report = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        return None, f"its report is not valid JSON ({type(exc).__name__})"
+    if not isinstance(report, dict) or not isinstance(report.get("findings"), list):
+        return None, "its report is not an object with a `findings` list"
+    return _scrub_data(report), ""
