@@ -1,11 +1,13 @@
 """alignbot's GitHub App: webhooks in, alignment checks on pull requests, one sticky comment out.
 
-Module map (one concern each; none of the feature modules knows about HTTP):
+Module map (one concern each; none of the feature modules knows about HTTP, and no feature —
+alignment, trust, commands, reminders, scheduler — imports another: ``tests/test_layers.py``):
 
 - ``settings.py``   environment settings (pydantic-settings), one clear error per bad value
 - ``storage/``      the database: every table (one module per concern), engines,
                     the upsert helper, and Alembic migrations run at start-up
 - ``queue.py``      the durable job queue behind a small interface (SQL now, Celery later)
+- ``jobs.py``       the kinds of job, named once (features queue each other's jobs by kind)
 - ``webhooks.py``   HMAC verification, delivery de-duplication, routing, enqueue, 2xx at once
 - ``app.py``        the FastAPI application (``POST /webhook``, ``GET /healthz``)
 - ``worker.py``     the embedded worker that claims jobs and runs their handlers
@@ -22,8 +24,11 @@ Module map (one concern each; none of the feature modules knows about HTTP):
 - ``markers.py``    the bot's own comments, found by author and a marker at the start
 - ``alignment.py``  the feature: pull request → job → sandboxed check → check run + comment
 - ``output.py``     check-run and sticky-comment rendering from templates/, within GitHub's limits
+- ``policy.py``     who is trusted: ``/ok-to-test`` records, author associations, the base
+                    branch's config (read by trust and commands alike)
 - ``trust.py``      the ``/ok-to-test`` gate for pull requests from outside contributors
-- ``commands.py``   slash-commands in PR comments and reviews (parse, permissions, replies)
+- ``commands/``     slash-commands in PR comments and reviews: the parser, the webhook entry,
+                    the job (replies, rate limits) and one handler per command
 - ``reminders.py``  weekly reminders on stale pull requests and the upstream watch digest
 - ``scheduler.py``  the sweep lock and the scheduler thread that runs the weekly sweeps
 - ``serve.py``      ``alignbot serve``: service, worker and scheduler in one process

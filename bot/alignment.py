@@ -19,6 +19,7 @@ from .archive import ArchiveError, extract_tarball
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
 from .engine_report import InvalidReport, empty_report, parse_report
 from .github import FileTooLarge, GitHubApp, read_text, transient_failures
+from .jobs import ALIGN as JOB_KIND
 from .markers import upsert_marked
 from .output import (
     CHECK_NAME,
@@ -36,7 +37,6 @@ from .worker import JobSuperseded, is_transient
 
 log = logging.getLogger(__name__)
 
-JOB_KIND = "align"
 PR_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
 SUPERSEDED = "superseded by a newer push"
 TOO_LARGE = (f"{CONFIG_PATH} is larger than 1 MB; GitHub will not serve it through the "

@@ -1,4 +1,4 @@
-"""bot/commands.py and bot/trust.py: slash-commands parsed from comments and reviews, acted on
+"""bot/commands/ and bot/trust.py: slash-commands parsed from comments and reviews, acted on
 by the ``command`` job against the GitHub test server, and the ``/ok-to-test`` gate in front
 of the ``align`` job."""
 
@@ -18,16 +18,12 @@ from sqlalchemy import select
 from bot import commands
 from bot.alignment import AlignmentJob, on_pull_request
 from bot.commands import (
+    HANDLERS,
     CommandJob,
-    Malformed,
     Name,
     RateLimit,
-    command_lines,
-    new_command_lines,
     on_issue_comment,
     on_review,
-    parse_duration,
-    parse_line,
     reminder_settings,
     upstream_item,
 )
@@ -184,80 +180,6 @@ def env(github_server: GitHubServer, tmp_path: Path) -> Iterator[Env]:
     made.queue.engine.dispose()
 
 
-# -- parsing -------------------------------------------------------------------------------
-
-
-def test_command_lines_skip_code_quotes_and_comments() -> None:
-    body = "\n".join([
-        "Thanks! /align is what I would run", "/align activations.softplus --n 5",
-        "> /align quoted", "`/align` in inline code", "```", "/align in a fence", "```",
-        "~~~~", "/help", "~~~~", "    /repro 0123456789ab", "<!--", "/ok-to-test", "-->",
-        "  /alignbot   remind  snooze 3d  ", "/alignment is not a command", "/other-bot go",
-        "/help", "/HELP",
-    ])
-    assert command_lines(body) == ["/align activations.softplus --n 5",
-                                   "/alignbot remind snooze 3d", "/help", "/HELP"]
-
-
-def test_an_edit_acts_only_on_new_lines() -> None:
-    assert new_command_lines("/remind off\nplease\n/help", "/remind off") == ["/help"]
-    assert new_command_lines("/remind  off", "/remind off") == []
-
-
-@pytest.mark.parametrize(("line", "expected"), [
-    ("/align", {"name": Name.ALIGN, "ops": ()}),
-    ("/align activations.* torch.erf --n=50 --seed 7",
-     {"ops": ("activations.*", "torch.erf"), "n": 50, "seed": 7}),
-    ("/alignbot align --n 3", {"name": Name.ALIGN, "n": 3}),
-    ("/alignbot", {"name": Name.HELP}),
-    ("/repro A1B2C3D4E5F6", {"name": Name.REPRO, "fingerprint": "a1b2c3d4e5f6"}),
-    ("/upstream a1b2c3d4e5f6 file", {"fingerprint": "a1b2c3d4e5f6", "file": True}),
-    ("/remind snooze 1w2d", {"remind": "snooze", "snooze": timedelta(days=9)}),
-    ("/remind off", {"remind": "off", "snooze": None}),
-    ("/ok-to-test", {"name": Name.OK_TO_TEST}),
-    ("/track https://github.com/pytorch/pytorch/pull/123",
-     {"name": Name.TRACK, "url": "https://github.com/pytorch/pytorch/pull/123"}),
-    ("/alignbot track https://github.com/pytorch/pytorch/issues/45/",
-     {"name": Name.TRACK, "url": "https://github.com/pytorch/pytorch/issues/45"}),
-])
-def test_commands_are_understood(line: str, expected: dict[str, Any]) -> None:
-    parsed = parse_line(line)
-    assert not isinstance(parsed, Malformed)
-    for key, value in expected.items():
-        assert getattr(parsed, key) == value
-
-
-@pytest.mark.parametrize(("line", "problem"), [
-    ("/alignbot frobnicate", "unknown_command"),
-    ("/align --n 0", "bad_number"), ("/align --n", "bad_number"),
-    ("/align --seed -1", "bad_number"), ("/align --fast", "unexpected_argument"),
-    ("/align `rm -rf`", "bad_op"), ("/align " + " ".join(f"op{i}" for i in range(21)),
-                                    "too_many_ops"),
-    ("/repro", "missing_argument"), ("/repro xyz", "bad_fingerprint"),
-    ("/upstream a1b2c3d4e5f6 send", "unexpected_argument"),
-    ("/remind", "missing_argument"), ("/remind snooze forever", "bad_duration"),
-    ("/remind later", "unexpected_argument"), ("/ok-to-test now", "unexpected_argument"),
-    ("/track", "missing_argument"), ("/track https://github.com/a/b/pull/1 now",
-                                     "unexpected_argument"),
-    ("/track https://github.com/pytorch/pytorch/commit/abc", "bad_url"),
-    ("/track http://github.com/pytorch/pytorch/pull/1", "bad_url"),
-    ("/track https://example.com/pytorch/pytorch/pull/1", "bad_url"),
-    ("/track https://github.com/pytorch/pytorch/pull/1#issuecomment-2", "bad_url"),
-    ("/track https://github.com/pytorch/pytorch/issues/0", "bad_url"),
-    ("/track pytorch/pytorch#1", "bad_url"),
-])
-def test_malformed_commands_say_what_is_wrong(line: str, problem: str) -> None:
-    parsed = parse_line(line)
-    assert isinstance(parsed, Malformed) and parsed.problem == problem
-
-
-def test_durations() -> None:
-    assert parse_duration("12h") == timedelta(hours=12)
-    assert parse_duration("2w") == timedelta(weeks=2)
-    assert parse_duration("0d") is None and parse_duration("400d") is None
-    assert parse_duration("") is None and parse_duration("3 days") is None
-
-
 # -- webhook handlers ----------------------------------------------------------------------
 
 
@@ -318,6 +240,10 @@ def test_commands_in_a_review_are_answered_by_a_reply(env: Env) -> None:
 
 
 # -- each command --------------------------------------------------------------------------
+
+
+def test_every_command_has_one_handler() -> None:
+    assert set(HANDLERS) == set(Name)
 
 
 def test_align_queues_the_check_with_overrides(env: Env) -> None:
@@ -687,21 +613,7 @@ def test_members_and_run_mode_are_not_gated(github_server: GitHubServer,
     assert waiting_comments(env) == []
 
 
-# -- floods and hidden commands ------------------------------------------------------------
-
-
-@pytest.mark.parametrize("body", [
-    "- ````\n  /help\n  ````", "- item\n\n      /help", "> ```\n> /help\n> ```",
-    "a `x\n/help` b", "text <!--\n/help\n-->", "\\/help", "<div>\n/help\n</div>",
-    "# /help", "- /help",
-])
-def test_commands_hidden_in_markdown_are_not_commands(body: str) -> None:
-    assert command_lines(body) == []
-
-
-def test_a_command_line_keeps_its_arguments_as_written() -> None:
-    assert command_lines("Please:\n/align a\\* `b` <!-- hidden -->\n/help") == [
-        "/align a\\* `b`", "/help"]
+# -- floods and the one reply --------------------------------------------------------------
 
 
 def test_a_flood_of_commands_is_one_reply_and_one_check(env: Env) -> None:

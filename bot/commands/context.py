@@ -1,0 +1,185 @@
+"""What a command handler works with: the request (one comment's pull request and commenter,
+read from GitHub lazily, once), what it may use of the job that runs it (``Services``), and
+what it comes to (``Outcome``: a reaction and/or a reply, or a ``Refusal``).
+
+A handler is a function ``(services, request, command) -> Outcome`` (``Handler``); the job
+(``bot/commands/job.py``) looks it up by the command's ``Name`` in ``handlers.HANDLERS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from enum import StrEnum
+from functools import cached_property
+from typing import Any, Protocol
+
+from github import Github, GithubException
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+from sqlalchemy import Engine
+
+from checks.report import environment
+
+from ..config import RepoConfig, Trust
+from ..github import GitHubApp
+from ..markers import first_marked
+from ..output import COMMENT_LIMIT, fit
+from ..policy import base_config, pr_trusted
+from ..queue import JobQueue
+from .parser import Command
+
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+DEFAULT_TRACKER = "pytorch/pytorch"  # a repository without a readable config
+
+
+class Refusal(StrEnum):
+    """Why an understood command was not carried out (the reply template words each one)."""
+
+    NEEDS_WRITE = "needs_write"
+    NEEDS_AUTHOR_OR_WRITE = "needs_author_or_write"
+    UNTRUSTED = "untrusted"
+    RATE_LIMITED = "rate_limited"
+    CLOSED = "closed"
+    NO_REPORT = "no_report"
+    UNKNOWN_FINDING = "unknown_finding"
+    NO_REPRO = "no_repro"
+    NO_DRAFT = "no_draft"
+    NO_TRACKING_REPO = "no_tracking_repo"
+    FOREIGN_TRACKING_REPO = "foreign_tracking_repo"
+    FILING_FAILED = "filing_failed"
+    TRUST_SKIP = "trust_skip"
+    ONE_ALIGN = "one_align"  # a comment or review runs at most one check
+
+
+class Budget(StrEnum):
+    """What ``command_uses`` counts besides commands: replies to people without write
+    access (refused or answered), so that nobody can make the app write many comments."""
+
+    REPLY = "reply"
+
+
+class Reaction(StrEnum):
+    DONE = "+1"
+    QUEUED = "eyes"
+    NOT_ANSWERED = "confused"  # refused, and the reply budget is spent
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """At most ``count`` uses per person, pull request and command within ``window``."""
+
+    count: int = 3
+    window: timedelta = timedelta(hours=1)
+
+
+@dataclass
+class Outcome:
+    """What one command came to: a reaction and/or a reply from ``template``."""
+
+    accepted: bool
+    reaction: Reaction | None = None
+    template: str | None = None
+    values: dict[str, Any] = field(default_factory=dict)
+
+
+def refused(reason: Refusal, **values: Any) -> Outcome:
+    return Outcome(False, template="command_rejected.md.j2", values={"reason": reason, **values})
+
+
+
+def reply_marker(source: str, source_id: int) -> str:
+    """The marker that starts the app's one reply to a comment or review."""
+    return f"<!-- alignbot:command {source}:{source_id} -->"
+
+
+class Request:
+    """One job's pull request and commenter; GitHub and the base config are read lazily,
+    once."""
+
+    def __init__(self, app: GitHubApp, engine: Engine, payload: dict[str, Any]) -> None:
+        self.app, self.engine, self.payload = app, engine, payload
+        self.repo_name: str = payload["repo"]
+        self.number: int = payload["number"]
+        self.actor: str = payload["actor"]
+        self.source: str = payload["source"]
+        self.source_id: int = payload["source_id"]
+
+    @cached_property
+    def gh(self) -> Github:
+        return self.app.client(self.payload["installation_id"])
+
+    @cached_property
+    def repo(self) -> Repository:
+        return self.gh.get_repo(self.repo_name)
+
+    @cached_property
+    def pr(self) -> PullRequest:
+        return self.repo.get_pull(self.number)
+
+    @cached_property
+    def config(self) -> RepoConfig | None:
+        return base_config(self.repo, self.pr)
+
+    @property
+    def trust(self) -> Trust:
+        return self.config.trust if self.config is not None else Trust()
+
+    @cached_property
+    def permission(self) -> str:
+        try:
+            return self.repo.get_collaborator_permission(self.actor)
+        except GithubException as exc:
+            if exc.status == 404:
+                return "none"
+            raise
+
+    @property
+    def can_write(self) -> bool:
+        return self.permission in WRITE_PERMISSIONS
+
+    @property
+    def is_author(self) -> bool:
+        return self.pr.user.login.lower() == self.actor.lower()
+
+    @cached_property
+    def trusted(self) -> bool:
+        return pr_trusted(self.engine, self.repo, self.pr, self.trust)
+
+    def find_reply(self) -> Any:
+        """The app's reply to this comment or review (by its author and its marker at the
+        start, among the comments posted since the command was written), or None."""
+        since = self.payload.get("created_at")
+        issue = self.repo.get_issue(self.number)
+        listing = (issue.get_comments(since=datetime.fromisoformat(since)) if since
+                   else issue.get_comments())
+        return first_marked(listing, self.app.bot_login(),
+                            reply_marker(self.source, self.source_id))
+
+
+
+class Services(Protocol):
+    """What a handler may use of the ``CommandJob`` that runs it (read-only)."""
+
+    @property
+    def queue(self) -> JobQueue: ...
+
+    @property
+    def engine(self) -> Engine: ...
+
+    @property
+    def align_limit(self) -> RateLimit:
+        """``/align``: uses per person and pull request."""
+        ...
+
+    @property
+    def clock(self) -> Callable[[], datetime]: ...
+
+
+Handler = Callable[[Services, Request, Command], Outcome]
+
+
+def render(template: str, **values: Any) -> str:
+    """A reply (or part of one) from ``templates/``, within GitHub's limit on a comment."""
+    return fit(environment().get_template(template).render(**values), COMMENT_LIMIT, None)

@@ -1,0 +1,49 @@
+"""``/align [OPS…] [--n N] [--seed S]``: queue a check of the pull request's head, with
+overrides; at most one per comment or review, and rate-limited per person."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ...jobs import ALIGN
+from ...queue import JobRequest
+from .. import state
+from ..context import Outcome, Reaction, Refusal, Request, Services, refused
+from ..parser import Command, Name
+
+
+def align(services: Services, request: Request, command: Command) -> Outcome:
+    if request.pr.state != "open":
+        return refused(Refusal.CLOSED)
+    if not request.can_write:
+        if not request.is_author:
+            return refused(Refusal.NEEDS_WRITE)
+        if not request.trusted:
+            return refused(Refusal.UNTRUSTED)
+    if any(row.command == Name.ALIGN.value and row.accepted
+           for row in state.rows(services.engine, request)):
+        return refused(Refusal.ONE_ALIGN)
+    limit = services.align_limit
+    retry_at = state.use(services.engine, request, Name.ALIGN, limit, services.clock())
+    if retry_at is not None:
+        return refused(Refusal.RATE_LIMITED, limit=limit, retry_at=retry_at)
+    extra: dict[str, Any] = {"ops": list(command.ops), "all_ops": not command.ops,
+                             "requested_by": request.actor}
+    if command.n is not None:
+        extra["n"] = command.n
+    if command.seed is not None:
+        extra["seed"] = command.seed
+    if request.can_write:  # a maintainer's request runs even where the gate would wait
+        extra["approved_by"] = request.actor
+    enqueue_align(services, request, f"/align by {request.actor}", extra)
+    return Outcome(True, Reaction.QUEUED, values={"queued": True})
+
+
+def enqueue_align(services: Services, request: Request, trigger: str,
+                  extra: dict[str, Any]) -> None:
+    """Queue the pull request's ``align`` job (superseding one queued before)."""
+    payload = {"installation_id": int(request.payload["installation_id"]),
+               "repo": request.repo_name, "number": request.number,
+               "head_sha": request.pr.head.sha, "trigger": trigger, **extra}
+    services.queue.enqueue(JobRequest(kind=ALIGN, key=f"{request.repo_name}#"
+                                      f"{request.number}", payload=payload, supersede=True))

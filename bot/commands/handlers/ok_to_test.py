@@ -1,0 +1,26 @@
+"""``/ok-to-test``: a maintainer lets an outside contributor's pull request run at its head."""
+
+from __future__ import annotations
+
+from ...policy import TRUSTED_ASSOCIATIONS, record_ok
+from ..context import Outcome, Reaction, Refusal, Request, Services, refused
+from ..parser import Command
+from .align import enqueue_align
+
+
+def ok_to_test(services: Services, request: Request, command: Command) -> Outcome:
+    if not (request.can_write or (request.is_author and request.trusted)):
+        return refused(Refusal.NEEDS_WRITE)
+    if request.pr.state != "open":
+        return refused(Refusal.CLOSED)
+    trust = request.trust
+    inside = request.pr.author_association in TRUSTED_ASSOCIATIONS
+    if inside or trust.outside_contributors == "run":
+        return Outcome(True, Reaction.DONE, values={"queued": False})
+    if trust.outside_contributors == "skip":
+        return refused(Refusal.TRUST_SKIP)
+    head = request.pr.head.sha
+    if not record_ok(services.engine, request.repo_name, request.number, head, request.actor):
+        return Outcome(True, Reaction.DONE, values={"queued": False})
+    enqueue_align(services, request, f"/ok-to-test by {request.actor}", {})
+    return Outcome(True, Reaction.QUEUED, values={"queued": True})

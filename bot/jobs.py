@@ -1,0 +1,7 @@
+"""The kinds of job in the queue, named once: a feature queues another feature's job (``/align``
+queues an ``align`` job) or reads its results by kind, never by importing that feature."""
+
+from __future__ import annotations
+
+ALIGN = "align"  # bot/alignment.py: a sandboxed check of a pull request's head
+COMMAND = "command"  # bot/commands/: the slash-commands of one comment or review
