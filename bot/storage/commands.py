@@ -1,5 +1,5 @@
 """``command_replies`` and ``command_uses``: what slash-commands did and how often
-(``bot/commands.py``)."""
+(``bot/commands/``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The reminder feature's rows: reminders sent, sweep cursors, API budgets, and the
-per-pull-request settings that ``/remind`` writes (``bot/commands.py``) and the sweep reads
+per-pull-request settings that ``/remind`` writes (``bot/commands/``) and the sweep reads
 (``bot/reminders.py``)."""
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ class UpstreamState(StrEnum):
 class UpstreamItem(Base):
     """An upstream issue or pull request that a pull request here waits on.
 
-    ``bot/commands.py`` inserts rows (``/upstream … file``, ``/track URL``) with ``url``,
+    ``bot/commands/`` inserts rows (``/upstream … file``, ``/track URL``) with ``url``,
     ``repo``, ``number``, ``kind``, ``registered_by``, ``pr_repo``, ``pr_number`` (the rest
     default); the weekly watch (``bot/reminders.py``) fills ``last_checked``, ``state`` (an
     :class:`UpstreamState`), ``last_activity``, ``tracking_repo`` and ``note``.
