@@ -41,9 +41,11 @@ from typing import Any
 import torch
 
 from checks import CandidateConfig, CandidateProcess, engine, preset
+from checks.codegen import render_literal
 from checks.dsl import DrawContext
 from checks.engine import Observations, Program, Stats, check, draw_programs, evaluate, finish
 from checks.engine import trace_program as trace
+from checks.runtime.program_types import EncodedLiteral
 from checks.runtime.replay import _from_numpy as from_numpy
 from checks.runtime.replay import make_input
 from checks.runtime.values import make_array
@@ -73,34 +75,9 @@ def _api(path: str, side: str) -> str:
     return SIDES[side] + path[len("torch"):]
 
 
-def _expr(value: Any, side: str) -> str:
+def _expr(value: EncodedLiteral, side: str) -> str:
     """Python source for one Program literal."""
-    if isinstance(value, list):
-        return "[" + ", ".join(_expr(v, side) for v in value) + "]"
-    if not isinstance(value, dict):
-        return repr(value)
-    if "ref" in value:
-        return _var(value["ref"], side)
-    if "tuple" in value:
-        items = [_expr(v, side) for v in value["tuple"]]
-        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if "float" in value:
-        return f"float({value['float']!r})"
-    if "slice" in value:
-        return "slice(" + ", ".join(_expr(v, side) for v in value["slice"]) + ")"
-    if "ellipsis" in value:
-        return "..."
-    if "dtype" in value:
-        return f"{SIDES[side]}.{value['dtype']}"
-    if "size" in value:
-        return f"{SIDES[side]}.Size({value['size']!r})"
-    if "device" in value:
-        return repr(value["device"])
-    if "attr" in value:
-        return _api(value["attr"], side)
-    if "dict" in value:
-        return "{" + ", ".join(f"{k!r}: {_expr(v, side)}" for k, v in value["dict"].items()) + "}"
-    raise ValueError(f"unknown literal {value!r}")
+    return render_literal(value, lambda ref: _var(ref, side), module=SIDES[side])
 
 
 def _call(node: dict[str, Any], side: str) -> str:

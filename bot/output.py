@@ -11,6 +11,7 @@ from typing import Any
 
 from checks.markdown import Trusted, defuse, inline, no_comment, visible
 from checks.report import environment
+from checks.triage import Verdict
 
 from .engine_report import EngineFinding, EngineReport, new_issue_link
 
@@ -61,10 +62,10 @@ def conclusion(ctx: CheckContext) -> Conclusion:
     rounding) is to blame; success when everything agreed."""
     if ctx.failure is not None or ctx.report is None:
         return Conclusion.FAILURE
-    verdicts = {f.verdict or "undetermined" for f in ctx.report.findings}
+    verdicts = {f.verdict or Verdict.UNDETERMINED for f in ctx.report.findings}
     if not verdicts:
         return Conclusion.SUCCESS
-    if verdicts <= {"reference-suspect", "tolerance-noise"}:
+    if verdicts <= {Verdict.REFERENCE_SUSPECT, Verdict.TOLERANCE_NOISE}:
         return Conclusion.NEUTRAL
     return Conclusion.FAILURE
 
@@ -155,8 +156,8 @@ def annotations_for(ctx: CheckContext) -> list[dict[str, Any]]:
         return []
     result = []
     for finding in ctx.report.findings:
-        level = "failure" if finding.verdict in ("candidate-bug", "undetermined", None) \
-            else "warning"
+        blamed = finding.verdict in (Verdict.CANDIDATE_BUG, Verdict.UNDETERMINED, None)
+        level = "failure" if blamed else "warning"
         for path in _files_for(finding, ctx):
             line = first_added_line(ctx.patches.get(path, ""))
             result.append({  # plain text on GitHub, not Markdown

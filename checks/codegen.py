@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from .runtime.literals import LiteralVisitor, walk_literal
+from .runtime.program_types import EncodedLiteral, Recipe, Scalar
 from .runtime.values import FLOAT_DTYPES, decode_array, make_array
 
 LITERAL_LIMIT = 64
@@ -56,14 +58,13 @@ def _shape_args(shape: list[int]) -> str:
     return ", ".join(str(d) for d in shape) if shape else ""
 
 
-def tensor_expr(recipe: dict[str, Any], dtype: str, shape: list[int], grad: bool,
+def tensor_expr(recipe: Recipe, dtype: str, shape: list[int], grad: bool,
                 float_dtype: str | None = None) -> str:
     """Source for one input tensor: a pattern, a literal, or seeded generation code.
     ``float_dtype`` names a variable that replaces floating dtypes (the float64 variant)."""
-    kind = recipe["kind"]
     kw = _dtype_kw(dtype, float_dtype=float_dtype)
     suffix = ".requires_grad_()" if grad else ""
-    if kind == "pattern":
+    if recipe["kind"] == "pattern":
         pattern = recipe["pattern"]
         if pattern in ("zeros", "ones"):
             return f"torch.{pattern}({_shape_args(shape) or '()'}{kw}){suffix}"
@@ -74,7 +75,7 @@ def tensor_expr(recipe: dict[str, Any], dtype: str, shape: list[int], grad: bool
         return f"{base}.reshape({_shape_args(shape) or '()'}){suffix}"
     arr = make_array(recipe, dtype, shape)
     grad_kw = ", requires_grad=True" if grad else ""
-    if kind == "uniform" and arr.size > LITERAL_LIMIT and not recipe.get("specials") \
+    if recipe["kind"] == "uniform" and arr.size > LITERAL_LIMIT and not recipe.get("specials") \
             and dtype in FLOAT_DTYPES:
         gen = (f"np.random.default_rng({recipe['seed']}).uniform({recipe['low']}, "
                f"{recipe['high']}, {tuple(shape)})")
@@ -82,42 +83,80 @@ def tensor_expr(recipe: dict[str, Any], dtype: str, shape: list[int], grad: bool
     return f"torch.tensor({nested(arr, dtype)}{kw}{grad_kw})"
 
 
-def literal(value: Any, names: dict[str, str], in_index: bool = False,
+def literal(value: EncodedLiteral, names: Mapping[str, str], in_index: bool = False,
             float_dtype: str | None = None) -> str:
-    if isinstance(value, list):
-        return "[" + ", ".join(literal(v, names, float_dtype=float_dtype) for v in value) + "]"
-    if not isinstance(value, dict):
+    """Source for one literal; ``names`` names earlier values, ``in_index`` writes tuples and
+    slices as in ``x[1:2, ...]``, ``float_dtype`` names a variable for floating dtypes."""
+    return render_literal(value, names.__getitem__, in_index=in_index, float_dtype=float_dtype)
+
+
+def render_literal(value: EncodedLiteral, refs: Callable[[str], str], in_index: bool = False,
+                   float_dtype: str | None = None, module: str = "torch") -> str:
+    """:func:`literal` with ``refs`` naming earlier values, and the framework's attributes
+    (dtypes, ``Size``, ``torch.channels_last``) written under ``module``."""
+    return walk_literal(value, LiteralWriter(refs, in_index, float_dtype, module))
+
+
+class LiteralWriter(LiteralVisitor[str]):
+    """Renders a literal as Python source (see :func:`render_literal`)."""
+
+    def __init__(self, refs: Callable[[str], str], in_index: bool = False,
+                 float_dtype: str | None = None, module: str = "torch") -> None:
+        self.refs, self.in_index, self.float_dtype = refs, in_index, float_dtype
+        self.module = module
+
+    def items(self, kind: str) -> LiteralWriter:
+        # a list keeps the float dtype; a tuple keeps the index form (``x[1:2, ::2]``)
+        if kind == "list":
+            return LiteralWriter(self.refs, False, self.float_dtype, self.module)
+        if kind == "tuple":
+            return LiteralWriter(self.refs, self.in_index, None, self.module)
+        return LiteralWriter(self.refs, False, None, self.module)
+
+    def visit_scalar(self, value: Scalar) -> str:
         return repr(value)
-    if "ref" in value:
-        return names[value["ref"]]
-    if "tuple" in value:
-        items = [literal(v, names, in_index) for v in value["tuple"]]
-        if in_index:
+
+    def visit_list(self, items: list[str]) -> str:
+        return "[" + ", ".join(items) + "]"
+
+    def visit_ref(self, name: str) -> str:
+        return self.refs(name)
+
+    def visit_tuple(self, items: list[str]) -> str:
+        if self.in_index:
             return ", ".join(items) if len(items) > 1 else items[0] + ","
         return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-    if "float" in value:
-        return f"float({value['float']!r})"
-    if "slice" in value:
-        parts = ["" if v is None else literal(v, names) for v in value["slice"]]
-        if in_index:
-            return ":".join(parts[:2]) + (f":{parts[2]}" if parts[2] else "")
+
+    def visit_float(self, text: str) -> str:
+        return f"float({text!r})"
+
+    def visit_slice(self, parts: list[str | None]) -> str:
+        if self.in_index:
+            texts = [p or "" for p in parts]
+            return ":".join(texts[:2]) + (f":{texts[2]}" if texts[2] else "")
         return "slice(" + ", ".join(p or "None" for p in parts) + ")"
-    if "ellipsis" in value:
+
+    def visit_ellipsis(self) -> str:
         return "..."
-    if "dtype" in value:
-        if float_dtype is not None and value["dtype"] in FLOAT_DTYPES:
-            return float_dtype
-        return f"torch.{value['dtype']}"
-    if "size" in value:
-        return f"torch.Size({value['size']!r})"
-    if "device" in value:
-        return repr(value["device"])
-    if "attr" in value:
-        return value["attr"]
-    if "dict" in value:
-        pairs = [f"{k!r}: {literal(v, names)}" for k, v in value["dict"].items()]
-        return "{" + ", ".join(pairs) + "}"
-    raise ValueError(f"cannot write literal {value!r}")
+
+    def visit_dtype(self, name: str) -> str:
+        if self.float_dtype is not None and name in FLOAT_DTYPES:
+            return self.float_dtype
+        return f"{self.module}.{name}"
+
+    def visit_size(self, dims: list[int]) -> str:
+        return f"{self.module}.Size({dims!r})"
+
+    def visit_device(self, name: str) -> str:
+        return repr(name)
+
+    def visit_attr(self, path: str) -> str:
+        if self.module == "torch" or not path.startswith("torch."):
+            return path
+        return self.module + path[len("torch"):]
+
+    def visit_dict(self, items: dict[str, str]) -> str:
+        return "{" + ", ".join(f"{k!r}: {v}" for k, v in items.items()) + "}"
 
 
 def _call_args(node: dict[str, Any], names: dict[str, str], skip: int = 0,

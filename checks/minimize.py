@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from . import repro as repros
 from .candidate import CandidateConfig, CandidateProcess
 from .findings import MISMATCH_KINDS, Finding, Kind
 from .isolate import slice_program
+from .minimized import Minimized
 from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
 from .program import Program
 from .runtime.values import FLOAT_DTYPES
@@ -80,7 +80,7 @@ def _mode(kind: Kind, verdict: Verdict) -> tuple[str, str, str]:
 
 
 def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
-             config: CandidateConfig, options: MinimizeOptions) -> dict[str, Any]:
+             config: CandidateConfig, options: MinimizeOptions) -> Minimized:
     """Everything minimization and triage add to a finding in the report."""
     budget = _CountingBudget(options.max_calls, options.max_seconds, on_call=options.on_call)
     shrunk, current, program = reduce(finding, spec, candidate, budget)
@@ -112,29 +112,26 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
             claim = "the gradient disagrees with finite differences (as gradcheck computes them)"
             expected = "the finite-difference gradient, which the other implementation matches"
     evidence = {**verdict.evidence, "claim": claim, "expected": expected}
-    fields: dict[str, Any] = {
-        "program": shrunk, "repro_program": program, "message": current.message,
-        "repro": checked.script, "repro_verified": checked.verified,
-        "repro_output": checked.output, "repro_verify_note": checked.note or None,
-        "repro_reference_only": reference_only, "verdict": verdict.verdict.value,
-        "verdict_reason": verdict.reason, "evidence": evidence, "upstream_draft": None,
-        "upstream_title": None, "upstream_url": None, "shrink": shrink,
-        "signature": current.signature,
-    }
+    result = Minimized(
+        program=shrunk, repro_program=program, message=current.message,
+        signature=current.signature, repro=checked.script, repro_verified=checked.verified,
+        repro_output=checked.output, repro_verify_note=checked.note or None,
+        repro_reference_only=reference_only, verdict=verdict.verdict,
+        verdict_reason=verdict.reason, evidence=evidence, shrink=shrink)
     if verdict.verdict is Verdict.REFERENCE_SUSPECT:
         # A draft goes upstream only when PyTorch alone shows the problem in a fresh
         # interpreter: an unverified report would waste the maintainers' time.
         code, output = alone_code, alone_output
-        fields["repro_reference_only_verified"] = code == 1
+        result.repro_reference_only_verified = code == 1
         if code == 1:
-            issue = draft({**current.to_json(), **fields}, reference_only, output,
-                          config.name, options.tracker, options.versions)
-            fields.update(upstream_draft=issue.body, upstream_title=issue.title,
-                          upstream_url=issue.url)
+            issue = draft({**current.to_json(), **result.finding_fields()}, reference_only,
+                          output, config.name, options.tracker, options.versions)
+            result.upstream_draft, result.upstream_title = issue.body, issue.title
+            result.upstream_url = issue.url
         else:
-            fields["evidence"]["no_draft"] = ("the PyTorch-alone repro does not show the "
-                                              "problem on its own")
-    return fields
+            result.evidence["no_draft"] = ("the PyTorch-alone repro does not show the "
+                                           "problem on its own")
+    return result
 
 
 def minimize_error(exc: BaseException) -> str:
@@ -155,20 +152,18 @@ def minimize_all(findings: list[Finding], specs: list[Spec], candidate: Candidat
         if on_finding is not None:
             on_finding(index, finding)
         try:
-            fields = minimize(finding, by_name[finding.spec], candidate, config, options)
+            result = minimize(finding, by_name[finding.spec], candidate, config, options)
         except Exception as exc:  # one finding's failure must not lose the whole report
             if candidate.pending:
                 candidate.kill()
             finding.extra["minimize_error"] = minimize_error(exc)
             continue
-        finding.program = fields.pop("program")
-        finding.message = fields.pop("message")
-        signature = fields.pop("signature")
+        finding.program, finding.message = result.program, result.message
         if finding.kind in MISMATCH_KINDS:  # the keywords the minimized call still needs
-            finding.signature = signature
+            finding.signature = result.signature
         if not timings:
-            fields["shrink"]["seconds"] = None
-        finding.extra.update(fields, minimize_error=None)
+            result.shrink["seconds"] = None
+        finding.extra.update(result.report_fields(), minimize_error=None)
     _merge_same_bugs(findings)
 
 

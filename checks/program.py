@@ -4,9 +4,45 @@ from __future__ import annotations
 
 from typing import Any
 
+from .runtime.program_types import (
+    AttrLiteral,
+    BackwardPlan,
+    CallNode,
+    DeviceLiteral,
+    DictLiteral,
+    DtypeLiteral,
+    EllipsisLiteral,
+    EncodedArray,
+    EncodedLiteral,
+    FloatLiteral,
+    InputNode,
+    LiteralRecipe,
+    Node,
+    NodeOp,
+    PatternRecipe,
+    Recipe,
+    RefLiteral,
+    Scalar,
+    SizeLiteral,
+    SliceLiteral,
+    TupleLiteral,
+    UniformRecipe,
+)
+from .runtime.program_types import (
+    Program as ProgramData,
+)
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 
+__all__ = [
+    "AttrLiteral", "BackwardPlan", "CallNode", "DeviceLiteral", "DictLiteral", "DtypeLiteral",
+    "EllipsisLiteral", "EncodedArray", "EncodedLiteral", "FloatLiteral", "InputNode",
+    "LiteralRecipe", "Node", "NodeOp", "Observations", "PatternRecipe", "Program", "ProgramData",
+    "Recipe", "RefLiteral", "Scalar", "SizeLiteral", "SliceLiteral", "TupleLiteral",
+    "UniformRecipe", "reference_observations",
+]
+
+# The engine's signatures still take the loose form; ProgramData is the typed one.
 Program = dict[str, Any]
 Observations = dict[str, dict[str, Any]]
 

@@ -16,6 +16,7 @@ import numpy as np
 from .findings import Finding
 from .oracle import BudgetSpent, Oracle
 from .program import Program
+from .runtime.program_types import EncodedArray
 from .runtime.values import decode_array, encode_array, make_array
 
 PATTERNS = ("zeros", "ones", "arange", "arange-centered")
@@ -34,7 +35,7 @@ def _input_candidates(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
                 yield {"kind": "literal", "array": encode_array(arr)}
 
 
-def _state_candidates(data: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _state_candidates(data: EncodedArray) -> Iterator[EncodedArray]:
     arr = decode_array(data)
     if arr.dtype.kind not in "fc" or not arr.size:
         return

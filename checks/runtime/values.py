@@ -8,9 +8,17 @@ framework computes.
 from __future__ import annotations
 
 import base64
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+try:  # imported as part of the ``checks`` package in the engine
+    from .literals import LiteralVisitor, walk_literal
+except ImportError:  # imported as a top-level module inside the worker
+    from literals import LiteralVisitor, walk_literal  # type: ignore[no-redef]
+
+if TYPE_CHECKING:
+    from .program_types import EncodedArray, EncodedLiteral, Recipe, Scalar
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 COMPLEX_DTYPES = ("complex64", "complex128")
@@ -29,7 +37,7 @@ def dtype_name(dtype: Any) -> str:
     return str(dtype).rsplit(".", 1)[-1]
 
 
-def encode_array(arr: np.ndarray) -> dict[str, Any]:
+def encode_array(arr: np.ndarray) -> EncodedArray:
     arr = np.asarray(arr)
     return {
         "dtype": arr.dtype.str,
@@ -38,18 +46,17 @@ def encode_array(arr: np.ndarray) -> dict[str, Any]:
     }
 
 
-def decode_array(data: dict[str, Any]) -> np.ndarray:
+def decode_array(data: EncodedArray) -> np.ndarray:
     raw = base64.b64decode(data["b64"])
     arr = np.frombuffer(raw, dtype=np.dtype(data["dtype"])).reshape(data["shape"])
     return arr.copy()
 
 
-def make_array(recipe: dict[str, Any], dtype: str, shape: list[int]) -> np.ndarray:
+def make_array(recipe: Recipe, dtype: str, shape: list[int]) -> np.ndarray:
     """Build the array an input recipe describes; the same on every machine for one recipe."""
-    kind = recipe["kind"]
-    if kind == "literal":
+    if recipe["kind"] == "literal":
         return decode_array(recipe["array"]).astype(numpy_dtype(dtype)).reshape(shape)
-    if kind == "pattern":
+    if recipe["kind"] == "pattern":
         return _pattern(recipe["pattern"], dtype, shape)
     rng = np.random.default_rng(int(recipe["seed"]))
     low, high = recipe.get("low", -1.0), recipe.get("high", 1.0)
@@ -93,34 +100,51 @@ def _pattern(pattern: str, dtype: str, shape: list[int]) -> np.ndarray:
     return flat.reshape(shape).astype(numpy_dtype(dtype))
 
 
-def decode_literal(torch: Any, value: Any, refs: dict[str, Any]) -> Any:
+def decode_literal(torch: Any, value: EncodedLiteral, refs: dict[str, Any]) -> Any:
     """Turn a Program literal back into a Python / framework value; refs name earlier values."""
-    if isinstance(value, list):
-        return [decode_literal(torch, v, refs) for v in value]
-    if not isinstance(value, dict):
+    return walk_literal(value, _Decoder(torch, refs))
+
+
+class _Decoder(LiteralVisitor[Any]):
+    def __init__(self, torch: Any, refs: dict[str, Any]) -> None:
+        self.torch, self.refs = torch, refs
+
+    def visit_scalar(self, value: Scalar) -> Any:
         return value
-    if "ref" in value:
-        return refs[value["ref"]]
-    if "tuple" in value:
-        return tuple(decode_literal(torch, v, refs) for v in value["tuple"])
-    if "float" in value:
-        return float(value["float"])
-    if "slice" in value:
-        return slice(*(decode_literal(torch, v, refs) for v in value["slice"]))
-    if "ellipsis" in value:
+
+    def visit_list(self, items: list[Any]) -> Any:
+        return items
+
+    def visit_ref(self, name: str) -> Any:
+        return self.refs[name]
+
+    def visit_tuple(self, items: list[Any]) -> Any:
+        return tuple(items)
+
+    def visit_float(self, text: str) -> Any:
+        return float(text)
+
+    def visit_slice(self, parts: list[Any]) -> Any:
+        return slice(*parts)
+
+    def visit_ellipsis(self) -> Any:
         return Ellipsis
-    if "dtype" in value:
-        return getattr(torch, value["dtype"])
-    if "size" in value:
-        size_cls = getattr(torch, "Size", tuple)
-        return size_cls([int(v) for v in value["size"]])
-    if "device" in value:
-        return value["device"]
-    if "attr" in value:
-        return _resolve_path(torch, value["attr"])
-    if "dict" in value:
-        return {k: decode_literal(torch, v, refs) for k, v in value["dict"].items()}
-    raise ValueError(f"unknown literal {value!r}")
+
+    def visit_dtype(self, name: str) -> Any:
+        return getattr(self.torch, name)
+
+    def visit_size(self, dims: list[int]) -> Any:
+        size_cls = getattr(self.torch, "Size", tuple)
+        return size_cls([int(v) for v in dims])
+
+    def visit_device(self, name: str) -> Any:
+        return name
+
+    def visit_attr(self, path: str) -> Any:
+        return _resolve_path(self.torch, path)
+
+    def visit_dict(self, items: dict[str, Any]) -> Any:
+        return items
 
 
 def _resolve_path(torch: Any, path: str) -> Any:

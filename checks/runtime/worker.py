@@ -60,7 +60,7 @@ def _hide_runtime() -> None:
     """The runtime's modules (``values``, ``wire``, …) must not shadow the candidate's own."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    for name in ("values", "wire", "replay"):
+    for name in ("values", "wire", "replay", "literals", "program_types"):
         module = sys.modules.pop(name, None)
         if module is not None:
             sys.modules[f"_alignbot_{name}"] = module

@@ -1,0 +1,163 @@
+"""The Program format as types: what a drawn program is on the wire (JSON, so TypedDicts).
+
+Only ``typing``: the worker imports this in the candidate's interpreter.
+
+A Program is a list of nodes (each binds one value, named by its ``id``: ``v0``, ``v1``, ...;
+the elements of a tuple result are ``v3.0``, ``v3.1``, ...), an optional backward plan, and
+the draw it came from. Arguments are *encoded literals*: JSON scalars and lists as they are,
+everything else as a one-key object (``{"ref": "v0"}``, ``{"tuple": [...]}``, ...).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict
+
+if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here
+    from typing import NotRequired
+
+# -- encoded literals ---------------------------------------------------------------------
+
+
+class RefLiteral(TypedDict):
+    """An earlier value: a node's id, or ``v3.1`` for an element of its tuple result."""
+    ref: str
+
+
+class TupleLiteral(TypedDict):
+    tuple: list[EncodedLiteral]
+
+
+class SliceLiteral(TypedDict):
+    """``[start, stop, step]``, each ``None`` when left out."""
+    slice: list[EncodedLiteral]
+
+
+class FloatLiteral(TypedDict):
+    """A float JSON cannot hold: ``"inf"``, ``"-inf"``, ``"nan"`` (its ``repr``)."""
+    float: str
+
+
+class EllipsisLiteral(TypedDict):
+    ellipsis: Literal[True]
+
+
+class DtypeLiteral(TypedDict):
+    """A dtype by name: ``"float32"``."""
+    dtype: str
+
+
+class SizeLiteral(TypedDict):
+    """A ``torch.Size``."""
+    size: list[int]
+
+
+class DeviceLiteral(TypedDict):
+    """A ``torch.device`` as its text: ``"cpu"``, ``"cuda:0"``."""
+    device: str
+
+
+class AttrLiteral(TypedDict):
+    """An attribute of the framework by dotted path: ``"torch.channels_last"``."""
+    attr: str
+
+
+class DictLiteral(TypedDict):
+    dict: dict[str, EncodedLiteral]
+
+
+Scalar: TypeAlias = bool | int | float | str | None
+EncodedLiteral: TypeAlias = (
+    Scalar | list["EncodedLiteral"] | RefLiteral | TupleLiteral | SliceLiteral | FloatLiteral
+    | EllipsisLiteral | DtypeLiteral | SizeLiteral | DeviceLiteral | AttrLiteral | DictLiteral
+)
+
+# -- value recipes --------------------------------------------------------------------------
+
+
+class EncodedArray(TypedDict):
+    """A NumPy array: its dtype (``arr.dtype.str``), shape and raw bytes in base64."""
+    dtype: str
+    shape: list[int]
+    b64: str
+
+
+class UniformRecipe(TypedDict):
+    """Seeded uniform values in ``[low, high)`` (by default ``[-1, 1)``), sprinkled with
+    ``specials`` (``"nan"``, ``"inf"``, ``"neg0"``, ...) at about ``density`` of them."""
+    kind: Literal["uniform"]
+    seed: int
+    low: NotRequired[float]
+    high: NotRequired[float]
+    specials: NotRequired[list[str | float]]
+    density: NotRequired[float]
+
+
+class LiteralRecipe(TypedDict):
+    kind: Literal["literal"]
+    array: EncodedArray
+
+
+class PatternRecipe(TypedDict):
+    """``zeros``, ``ones``, ``arange`` or ``arange-centered``."""
+    kind: Literal["pattern"]
+    pattern: str
+
+
+Recipe: TypeAlias = UniformRecipe | LiteralRecipe | PatternRecipe
+
+# -- nodes ----------------------------------------------------------------------------------
+
+NodeOp = Literal["input", "call", "method", "module", "invoke", "getattr"]
+
+
+class InputNode(TypedDict):
+    """A tensor made from a recipe."""
+    id: str
+    op: Literal["input"]
+    dtype: str
+    shape: list[int]
+    recipe: Recipe
+    requires_grad: bool
+    raises: NotRequired[bool]
+
+
+class CallNode(TypedDict):
+    """``target(*args, **kwargs)``: a function (``call``), a module's constructor
+    (``module``, with its parameters and buffers in ``state``), a module called on its
+    arguments (``invoke``, the module is ``args[0]``), a Tensor method (``method``, ``self``
+    is ``args[0]``, the method is ``name``) or an attribute read (``getattr`` of ``name``)."""
+    id: str
+    op: Literal["call", "method", "module", "invoke", "getattr"]
+    target: str
+    args: list[EncodedLiteral]
+    kwargs: dict[str, EncodedLiteral]
+    name: NotRequired[str]
+    inplace: NotRequired[bool]
+    raises: NotRequired[bool]
+    state: NotRequired[dict[str, EncodedArray]]
+
+
+Node: TypeAlias = InputNode | CallNode
+
+# -- the program ----------------------------------------------------------------------------
+
+
+class BackwardPlan(TypedDict):
+    """``torch.autograd.grad(outputs, wrt, grad_outputs=seeds)``, then again for the
+    ``intermediates``; ``wrt`` names values (``v0``) or module parameters (``v2:weight``)."""
+    outputs: list[str]
+    seeds: list[Recipe]
+    wrt: list[str]
+    intermediates: list[str]
+
+
+class Program(TypedDict):
+    """A drawn program (``spec``, ``seed`` and ``choices`` say how it was drawn) or a slice of
+    one; ``expect_raise`` when the spec declares inputs the reference must reject."""
+    nodes: list[Node]
+    version: NotRequired[int]
+    spec: NotRequired[str]
+    seed: NotRequired[int]
+    choices: NotRequired[list[int]]
+    backward: NotRequired[BackwardPlan | None]
+    expect_raise: NotRequired[bool]
