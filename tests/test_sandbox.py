@@ -38,6 +38,10 @@ from bot.sandbox import (
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
 LIMITS = SandboxLimits(cpu_seconds=20, memory_bytes=2 * GIB, processes=64, file_size=16 * MIB,
                        wall_seconds=40)
+# a walk of every readable file: as long as the service's environments are large (a checkout
+# under /tmp keeps its venvs visible whole)
+WALK_LIMITS = SandboxLimits(cpu_seconds=120, memory_bytes=2 * GIB, processes=64,
+                            file_size=16 * MIB, wall_seconds=240)
 ALLOWED_ENV = set(sandbox._Workspace(Path("/"), Containment()).environment())
 
 
@@ -477,7 +481,7 @@ def test_setup_and_spec_code_see_no_hidden_file_inside_an_allowed_folder(
     config = config.model_copy(update={"candidate": config.candidate.model_copy(update={
         "setup": [*config.candidate.setup, f"cat {service_dirs.root}/venv/ok.txt"]})})
     containment = service_dirs.containment(expose=(service_dirs.root, service_dirs.keys))
-    result = run_check(repo, config, _check_args(config, repo), LIMITS, containment)
+    result = run_check(repo, config, _check_args(config, repo), WALK_LIMITS, containment)
     assert "VISIBLE-OK" in result.stdout_tail, result.stderr_tail  # the allowed folder is there
     assert "WALK files=" in result.stdout_tail and " hits=0 " in result.stdout_tail, \
         result.stdout_tail[-3000:]
