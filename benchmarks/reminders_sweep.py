@@ -32,8 +32,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 from bot.github import ApiOptions, GitHubApp  # noqa: E402
-from bot.reminders import WEEKDAYS, ApiLimits, SweepOptions, SweepReport  # noqa: E402
-from bot.scheduler import Scheduler  # noqa: E402
+from bot.reminders import (  # noqa: E402
+    WEEKDAYS,
+    ApiLimits,
+    SweepJob,
+    SweepOptions,
+    SweepReport,
+    run_inline,
+)
 from bot.storage import Installation, make_engine, migrate, transaction  # noqa: E402
 from bot.testing.github import GitHubServer, rate_limits  # noqa: E402
 
@@ -113,15 +119,14 @@ def _measure(repos: int, prs: int, weeks: int) -> dict[str, Any]:
             base_url=server.url, seconds_between_writes=0))
         clock = [now]
         unlimited = ApiLimits(calls_per_hour=10**9, writes_per_hour=10**9, reserve=0)
-        scheduler = Scheduler(engine, app, options=SweepOptions(limits=unlimited,
-                                                                write_interval=0),
-                              clock=lambda: clock[0], sleep=lambda seconds: None)
+        handler = SweepJob(app, engine, SweepOptions(limits=unlimited, write_interval=0),
+                           clock=lambda: clock[0], sleep=lambda seconds: None)
         results = []
         for week in range(weeks):
             clock[0] = now + timedelta(days=7 * week)
             server.clear_log()
             started = time.perf_counter()
-            report = scheduler.run_pass()
+            report = run_inline(engine, handler)  # one job per repository, run here
             wall = time.perf_counter() - started
             results.append(_figures(report, server, wall, repos * prs, week))
         engine.dispose()

@@ -1,7 +1,7 @@
 """alignbot's GitHub App: webhooks in, alignment checks on pull requests, one sticky comment out.
 
 Module map (one concern each; none of the feature modules knows about HTTP, and no feature —
-alignment, trust, commands, reminders, scheduler — imports another: ``tests/test_layers.py``):
+alignment, trust, commands, reminders — imports another: ``tests/test_layers.py``):
 
 - ``settings.py``   environment settings (pydantic-settings), one clear error per bad value
 - ``storage/``      the database: every table (one module per concern), engines,
@@ -29,9 +29,12 @@ alignment, trust, commands, reminders, scheduler — imports another: ``tests/te
 - ``trust.py``      the ``/ok-to-test`` gate for pull requests from outside contributors
 - ``commands/``     slash-commands in PR comments and reviews: the parser, the webhook entry,
                     the job (replies, rate limits) and one handler per command
-- ``reminders.py``  weekly reminders on stale pull requests and the upstream watch digest
-- ``scheduler.py``  the sweep lock and the scheduler thread that runs the weekly sweeps
-- ``serve.py``      ``alignbot serve``: service, worker and scheduler in one process
+- ``reminders/``    weekly reminders on stale pull requests and the upstream watch digest:
+                    one ``reminder-sweep`` job per repository (schedule, facts, CODEOWNERS,
+                    the sweep, its store, the job and the pass that queues the jobs)
+- ``lease.py``      named leases in the database (the upstream digest is written under one)
+- ``periodic.py``   a function run every few seconds in a thread (the reminder pass)
+- ``serve.py``      ``alignbot serve``: service, worker and the reminder pass in one process
 - ``demo.py``       ``alignbot demo``: the whole flow against the GitHub test server
 - ``testing/github/`` the GitHub test server: GitHub's REST API over real HTTP on loopback,
                     for the tests, the demo and anyone testing a deployment or a config

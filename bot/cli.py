@@ -78,7 +78,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 def cmd_remind_sweep(args: argparse.Namespace) -> int:
     with app_dependencies("remind-sweep"):
-        from bot.scheduler import run_from_settings
+        from bot.reminders import run_from_settings
         from bot.settings import SettingsError, load_settings
 
     try:

@@ -5,3 +5,4 @@ from __future__ import annotations
 
 ALIGN = "align"  # bot/alignment.py: a sandboxed check of a pull request's head
 COMMAND = "command"  # bot/commands/: the slash-commands of one comment or review
+REMINDER_SWEEP = "reminder-sweep"  # bot/reminders/: the weekly sweep of one repository

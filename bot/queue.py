@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import hashlib
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, Protocol
@@ -13,6 +14,7 @@ from sqlalchemy import (
     Connection,
     Engine,
     Row,
+    Update,
     bindparam,
     func,
     insert,
@@ -34,13 +36,20 @@ class JobRequest:
     """What a webhook handler asks for: run ``kind`` on ``payload``.
 
     ``key`` names what the job is about (e.g. ``owner/repo#12``); with ``supersede`` the new job
-    replaces every queued or running job of the same kind and key (a newer push wins).
+    replaces every queued or running job of the same kind and key (a newer push wins); with
+    ``dedupe`` nothing is enqueued while a job of the same kind and key is queued or running
+    (that job's id is returned), so such jobs of one key never run side by side.
     """
 
     kind: str
     key: str
     payload: dict[str, Any] = field(default_factory=dict)
     supersede: bool = False
+    dedupe: bool = False
+
+    def __post_init__(self) -> None:
+        if self.supersede and self.dedupe:
+            raise ValueError("a job request supersedes or dedupes, not both")
 
 
 @dataclass(frozen=True)
@@ -67,7 +76,9 @@ class JobQueue(Protocol):
 
     def enqueue(self, request: JobRequest) -> int: ...
 
-    def claim(self, worker_id: str) -> JobRecord | None: ...
+    def claim(
+        self, worker_id: str, kinds: Collection[str] | None = None
+    ) -> JobRecord | None: ...
 
     def complete(self, job_id: int, result: dict[str, Any] | None = None) -> bool: ...
 
@@ -101,9 +112,10 @@ class SqlJobQueue:
       LIMIT 1 FOR UPDATE SKIP LOCKED) AND state = 'queued' RETURNING …``: on PostgreSQL
       concurrent claimers skip each other's locked row, and on SQLite (which ignores ``FOR
       UPDATE``) the statement runs under the database's single write lock.
-    - Superseding happens in the enqueueing transaction; on PostgreSQL that transaction first
-      takes an advisory lock on (kind, key), so two concurrent enqueues of the same key cannot
-      both stay current.
+    - Superseding and de-duplicating happen in the enqueueing transaction; on PostgreSQL that
+      transaction first takes an advisory lock on (kind, key), so two concurrent enqueues of
+      the same key cannot both stay current (on SQLite the database's single writer, and in
+      one process ``transaction``'s turns, keep them apart).
     - Only a ``running`` job can be completed or failed: a result that arrives after the job was
       superseded is dropped.
     - ``attempts`` counts claims, so a job that kills its process is failed by ``recover`` after
@@ -130,10 +142,15 @@ class SqlJobQueue:
     ) -> int:
         """Enqueue within the caller's transaction (a webhook delivery records itself with it)."""
         now = utcnow()
+        if (request.supersede or request.dedupe) and conn.dialect.name == "postgresql":
+            conn.execute(select(func.pg_advisory_xact_lock(_lock_id(request))))
         if request.supersede:
-            if conn.dialect.name == "postgresql":
-                conn.execute(select(func.pg_advisory_xact_lock(_lock_id(request))))
             conn.execute(_SUPERSEDE, {"b_kind": request.kind, "b_key": request.key, "b_now": now})
+        if request.dedupe:
+            active = conn.execute(_ACTIVE, {"b_kind": request.kind, "b_key": request.key}
+                                  ).scalar()
+            if active is not None:
+                return int(active)
         result = conn.execute(
             _INSERT,
             {
@@ -151,9 +168,14 @@ class SqlJobQueue:
         assert result.inserted_primary_key is not None
         return int(result.inserted_primary_key[0])
 
-    def claim(self, worker_id: str) -> JobRecord | None:
+    def claim(
+        self, worker_id: str, kinds: Collection[str] | None = None
+    ) -> JobRecord | None:
+        """The oldest queued job that is due (of one of ``kinds``, when given), now running
+        under ``worker_id``; None when there is none."""
+        statement = _CLAIM if kinds is None else _claim_statement(kinds)
         with transaction(self.engine) as conn:
-            row = conn.execute(_CLAIM, {"b_now": utcnow(), "b_worker": worker_id}).first()
+            row = conn.execute(statement, {"b_now": utcnow(), "b_worker": worker_id}).first()
         return None if row is None else _record(row)
 
     def complete(self, job_id: int, result: dict[str, Any] | None = None) -> bool:
@@ -303,29 +325,47 @@ _SUPERSEDE = (
     )
     .values(state=JobState.SUPERSEDED.value, updated_at=_NOW)
 )
+_ACTIVE = (
+    select(JOBS.c.id)
+    .where(
+        JOBS.c.kind == bindparam("b_kind"),
+        JOBS.c.key == bindparam("b_key"),
+        JOBS.c.state.in_([state.value for state in ACTIVE_STATES]),
+    )
+    .order_by(JOBS.c.id)
+    .limit(1)
+)
 _INSERT = insert(JOBS)
 _CANDIDATE = JOBS.alias("candidate")  # an alias, so the subquery is not correlated
-_CLAIM = (
-    update(JOBS)
-    .where(
-        JOBS.c.id
-        == select(_CANDIDATE.c.id)
-        .where(_CANDIDATE.c.state == JobState.QUEUED.value, _CANDIDATE.c.available_at <= _NOW)
-        .order_by(_CANDIDATE.c.id)
-        .limit(1)
-        .with_for_update(skip_locked=True)  # PostgreSQL; SQLite has its single writer
-        .scalar_subquery(),
-        JOBS.c.state == JobState.QUEUED.value,
+
+
+def _claim_statement(kinds: Collection[str] | None = None) -> Update:
+    candidate = select(_CANDIDATE.c.id).where(
+        _CANDIDATE.c.state == JobState.QUEUED.value, _CANDIDATE.c.available_at <= _NOW)
+    if kinds is not None:
+        candidate = candidate.where(_CANDIDATE.c.kind.in_(list(kinds)))
+    return (
+        update(JOBS)
+        .where(
+            JOBS.c.id
+            == candidate.order_by(_CANDIDATE.c.id)
+            .limit(1)
+            .with_for_update(skip_locked=True)  # PostgreSQL; SQLite has its single writer
+            .scalar_subquery(),
+            JOBS.c.state == JobState.QUEUED.value,
+        )
+        .values(
+            state=JobState.RUNNING.value,
+            attempts=JOBS.c.attempts + 1,
+            started_at=_NOW,
+            updated_at=_NOW,
+            worker=bindparam("b_worker"),
+        )
+        .returning(*JOBS.c)
     )
-    .values(
-        state=JobState.RUNNING.value,
-        attempts=JOBS.c.attempts + 1,
-        started_at=_NOW,
-        updated_at=_NOW,
-        worker=bindparam("b_worker"),
-    )
-    .returning(*JOBS.c)
-)
+
+
+_CLAIM = _claim_statement()
 _COMPLETE = (
     update(JOBS)
     .where(JOBS.c.id == bindparam("b_id"), JOBS.c.state == JobState.RUNNING.value)

@@ -1,5 +1,5 @@
-"""``alignbot serve``: the webhook service, the worker and its handlers, and the reminder
-scheduler, in one process."""
+"""``alignbot serve``: the webhook service, the worker and its handlers, and the timer that
+queues the reminder sweeps, in one process."""
 
 from __future__ import annotations
 
@@ -12,17 +12,16 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine
 
-from . import alignment, commands, trust
+from . import alignment, commands, reminders, trust
 from .app import create_app
 from .github import ApiOptions, GitHubApp
+from .periodic import Periodic
 from .queue import SqlJobQueue
-from .reminders import ApiLimits, SweepOptions
 from .sandbox import Containment, SandboxLimits, remove_stale
-from .scheduler import Scheduler
 from .settings import Settings
 from .storage import make_engine, migrate
 from .webhooks import WebhookRouter
-from .worker import RetryPolicy, Worker
+from .worker import Worker, retry_policy
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +32,7 @@ class Service:
     engine: Engine
     worker: Worker
     github: GitHubApp
-    scheduler: Scheduler
+    reminder_pass: Periodic  # queues the due reminder sweeps
 
 
 def build(settings: Settings) -> Service:
@@ -55,18 +54,22 @@ def build(settings: Settings) -> Service:
         containment=containment,
         gate=trust.TrustGate(engine, github))
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
-    worker = Worker(queue, {alignment.JOB_KIND: job, commands.JOB_KIND: command_job},
-                    concurrency=settings.workers, retry=RetryPolicy(
-                        horizon=settings.github_retry_horizon, base=settings.github_retry_base,
-                        cap=settings.github_retry_cap))
+    sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
+    worker = Worker(queue, {alignment.JOB_KIND: job, commands.JOB_KIND: command_job,
+                            reminders.JOB_KIND: sweep_job},
+                    concurrency=settings.workers, retry=retry_policy(settings))
     router = WebhookRouter()
     alignment.register(router)
     commands.register(router)
     app = create_app(settings, engine, router, on_enqueued=worker.notify)
-    scheduler = Scheduler(engine, github, options=SweepOptions(
-        limits=ApiLimits(max_wait=settings.github_max_wait),
-        write_interval=settings.github_write_interval))
-    return Service(app=app, engine=engine, worker=worker, github=github, scheduler=scheduler)
+
+    def reminder_pass() -> None:
+        if reminders.enqueue_due(engine, queue):
+            worker.notify()
+
+    timer = Periodic("reminder-pass", reminder_pass, reminders.PASS_INTERVAL,
+                     reminders.FIRST_PASS_DELAY)
+    return Service(app=app, engine=engine, worker=worker, github=github, reminder_pass=timer)
 
 
 def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
@@ -97,10 +100,10 @@ def serve(settings: Settings) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     service = build(settings)
     service.worker.start()
-    service.scheduler.start()
+    service.reminder_pass.start()
     try:
         uvicorn.run(service.app, host=settings.host, port=settings.port, log_level="info",
                     access_log=False)
     finally:
-        service.scheduler.stop(timeout=30)
+        service.reminder_pass.stop(timeout=30)
         service.worker.stop(timeout=30)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from bot.queue import JobQueue, JobRecord
+from bot.settings import Settings
 from bot.storage import utcnow
 
 log = logging.getLogger(__name__)
@@ -56,6 +57,12 @@ class RetryPolicy:
         """Seconds to wait after the ``failures``-th transient failure (1 for the first)."""
         nominal = min(self.cap, self.base * 2 ** max(failures - 1, 0))
         return nominal * rng.uniform(1 - self.jitter, 1 + self.jitter)
+
+
+def retry_policy(settings: Settings) -> RetryPolicy:
+    """The service's retry policy, from its ``ALIGNBOT_GITHUB_RETRY_*`` settings."""
+    return RetryPolicy(horizon=settings.github_retry_horizon, base=settings.github_retry_base,
+                       cap=settings.github_retry_cap)
 
 
 class JobSuperseded(Exception):
@@ -177,9 +184,12 @@ class Worker:
         """Wake idle threads now (new jobs were queued) instead of at their next poll."""
         self._wake.set()
 
-    def run_once(self, worker_id: str | None = None) -> bool:
-        """Claim one job and run it; False if the queue had nothing to run."""
-        job = self.queue.claim(worker_id or f"{self.name}/once")
+    def run_once(self, worker_id: str | None = None, *, only_own: bool = False) -> bool:
+        """Claim one job and run it; False if the queue had nothing to run. With ``only_own``
+        only jobs of the kinds this worker has handlers for are claimed (a process that runs
+        some kinds inline leaves the others to the service)."""
+        kinds = list(self.handlers) if only_own else None
+        job = self.queue.claim(worker_id or f"{self.name}/once", kinds)
         if job is None:
             return False
         self._run(job)

@@ -128,6 +128,54 @@ def test_concurrent_superseding_enqueues_leave_one_current(queue: SqlJobQueue) -
     assert len(queue.list(state=JobState.SUPERSEDED)) == 59
 
 
+def test_dedupe_keeps_one_queued_or_running_job_per_key(queue: SqlJobQueue) -> None:
+    first = queue.enqueue(JobRequest("sweep", "o/r", {"n": 1}, dedupe=True))
+    assert queue.enqueue(JobRequest("sweep", "o/r", {"n": 2}, dedupe=True)) == first
+    other = queue.enqueue(JobRequest("sweep", "o/s", dedupe=True))
+    plain = queue.enqueue(JobRequest("align", "o/r"))  # another kind, the same key
+    assert len({first, other, plain}) == 3
+    claimed = queue.claim("w")
+    assert claimed is not None and claimed.id == first
+    assert queue.enqueue(JobRequest("sweep", "o/r", dedupe=True)) == first  # running
+    queue.complete(first)
+    again = queue.enqueue(JobRequest("sweep", "o/r", {"n": 3}, dedupe=True))
+    assert again not in (first, other, plain)
+    payload = queue.get(again)
+    assert payload is not None and payload.payload == {"n": 3}
+    with pytest.raises(ValueError, match="not both"):
+        JobRequest("sweep", "o/r", supersede=True, dedupe=True)
+
+
+def test_concurrent_deduplicating_enqueues_queue_one_job(database_url: str,
+                                                         queue: SqlJobQueue) -> None:
+    engines = [make_engine(database_url) for _ in range(3)]  # as many replicas
+    ids: list[int] = []
+
+    def push(engine: Engine) -> None:
+        for _ in range(10):
+            ids.append(SqlJobQueue(engine).enqueue(JobRequest("sweep", "o/r", dedupe=True)))
+
+    threads = [threading.Thread(target=push, args=(e,)) for e in engines for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for engine in engines:
+        engine.dispose()
+    assert len(set(ids)) == 1 and len(ids) == 60
+    assert len(queue.list(kind="sweep")) == 1
+
+
+def test_a_claim_may_be_limited_to_some_kinds(queue: SqlJobQueue) -> None:
+    align = queue.enqueue(request())
+    sweep = queue.enqueue(JobRequest("sweep", "o/r"))
+    claimed = queue.claim("w", ["sweep", "other"])
+    assert claimed is not None and claimed.id == sweep
+    assert queue.claim("w", ["sweep"]) is None
+    claimed = queue.claim("w")
+    assert claimed is not None and claimed.id == align
+
+
 def test_recover_after_a_crash(database_url: str, engine: Engine) -> None:
     crashed = SqlJobQueue(make_engine(database_url), max_attempts=2)
     first, second, third = (crashed.enqueue(request(f"o/r#{n}")) for n in range(3))

@@ -34,7 +34,7 @@ from sqlalchemy import (
 import bot
 from bot.commands import register_upstream, upstream_item
 from bot.queue import JobRequest, JobState, SqlJobQueue
-from bot.reminders import Phase, Store
+from bot.reminders import Store
 from bot.storage import (
     CALLS,
     DELIVERIES,
@@ -50,6 +50,7 @@ from bot.storage import (
     UPSTREAM,
     USES,
     Base,
+    Phase,
     SchemaMismatch,
     current_revision,
     insert_ignore,

@@ -24,6 +24,7 @@ from bot.worker import (
     TransientError,
     Worker,
     ensure_current,
+    retry_policy,
 )
 
 FAST = RetryPolicy(horizon=60, base=0.01, cap=0.02, jitter=0)
@@ -271,6 +272,23 @@ def test_an_unknown_kind_fails(queue: SqlJobQueue) -> None:
     job_id = queue.enqueue(JobRequest("mystery", "x"))
     Worker(queue, {}).run_once()
     assert state(queue, job_id).error == "no handler for job kind 'mystery'"
+
+
+def test_run_once_may_leave_other_kinds_to_other_workers(queue: SqlJobQueue) -> None:
+    other = queue.enqueue(JobRequest("align", "o/r#1"))
+    mine = queue.enqueue(JobRequest("sweep", "o/r"))
+    worker = Worker(queue, {"sweep": lambda job: {"swept": job.key}})
+    assert worker.run_once(only_own=True) and not worker.run_once(only_own=True)
+    assert state(queue, mine).result == {"swept": "o/r"}
+    assert state(queue, other).state == JobState.QUEUED
+
+
+def test_the_retry_policy_comes_from_the_settings() -> None:
+    from bot.settings import Settings
+
+    settings = Settings.model_construct(github_retry_horizon=90.0, github_retry_base=2.0,
+                                        github_retry_cap=30.0)
+    assert retry_policy(settings) == RetryPolicy(horizon=90, base=2, cap=30)
 
 
 def test_a_job_superseded_while_running_is_not_failed_or_done(queue: SqlJobQueue) -> None:

@@ -92,7 +92,7 @@ def register_upstream(engine: Engine, *, url: str, repo: str, number: int, kind:
                       registered_by: str, pr_repo: str, pr_number: int | None,
                       tracking_repo: str | None = None) -> bool:
     """Add an issue or pull request to the weekly upstream watch (``upstream_items``, see
-    ``bot/reminders.py``); False, changing nothing, when ``url`` is already watched."""
+    ``bot/reminders/``); False, changing nothing, when ``url`` is already watched."""
     values = {"url": url, "repo": repo, "number": number, "kind": kind,
               "registered_by": registered_by, "pr_repo": pr_repo, "pr_number": pr_number,
               "tracking_repo": tracking_repo, "created_at": utcnow()}

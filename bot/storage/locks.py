@@ -1,4 +1,4 @@
-"""``reminder_sweep_lock``: named leases with an expiry (``bot/scheduler.py``'s ``Lease``)."""
+"""``reminder_sweep_lock``: named leases with an expiry (``bot/lease.py``'s ``Lease``)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from .base import Base
 
 
 class SweepLock(Base):
-    """The sweep lease: one row per lock name; whoever holds an unexpired lease sweeps."""
+    """A named lease: one row per name; whoever holds it unexpired may do what it guards."""
 
     __tablename__ = "reminder_sweep_lock"
 

@@ -1,6 +1,6 @@
 """The reminder feature's rows: reminders sent, sweep cursors, API budgets, and the
 per-pull-request settings that ``/remind`` writes (``bot/commands/``) and the sweep reads
-(``bot/reminders.py``)."""
+(``bot/reminders/``)."""
 
 from __future__ import annotations
 

@@ -24,7 +24,7 @@ class UpstreamItem(Base):
 
     ``bot/commands/`` inserts rows (``/upstream … file``, ``/track URL``) with ``url``,
     ``repo``, ``number``, ``kind``, ``registered_by``, ``pr_repo``, ``pr_number`` (the rest
-    default); the weekly watch (``bot/reminders.py``) fills ``last_checked``, ``state`` (an
+    default); the weekly watch (``bot/reminders/``) fills ``last_checked``, ``state`` (an
     :class:`UpstreamState`), ``last_activity``, ``tracking_repo`` and ``note``.
     """
 
