@@ -4,7 +4,7 @@ A pass (every few minutes in ``alignbot serve``, once in ``alignbot remind-sweep
 job per due repository of every live installation: a deleted or suspended installation gets
 none, and no token is asked for it. The request de-duplicates on the repository, so a
 repository never has two sweep jobs queued or running, and sweeps of one repository never run
-side by side (what the sweep lease did before the job queue).
+side by side.
 
 A job's failure stays in its job and its repository: a spent budget stops the sweep until the
 next hour, a refused token is dropped and the sweep retried by the next pass, another GitHub

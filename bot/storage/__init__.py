@@ -12,7 +12,7 @@
 - ``reminders.py``     reminders sent, sweep cursors (``Phase``), API budgets, PR settings
 - ``upstream.py``      watched upstream items (``UpstreamState``) and filed issues
 - ``trust.py``         ``/ok-to-test`` go-aheads
-- ``locks.py``         named leases (the reminder sweep's)
+- ``locks.py``         named leases (``bot/lease.py``: the upstream digest's)
 """
 
 from .base import Base, BigId, UtcDateTime, utcnow
