@@ -253,17 +253,22 @@ class SqlJobQueue:
             state = conn.execute(_STATE, {"b_id": job_id}).scalar()
         return state in ACTIVE_STATES
 
-    def recover(self, stale_after: float | None = None) -> int:
+    def recover(
+        self, stale_after: float | None = None, kinds: Collection[str] | None = None
+    ) -> int:
         """Put jobs left ``running`` by a dead process back in the queue; returns how many were
         recovered (requeued, or failed when their attempts are used up).
 
         Call it at start-up. With ``stale_after`` (seconds) only jobs started longer ago than
-        that are touched: use it when other live processes share the database.
+        that are touched: use it when other live processes share the database. With ``kinds``
+        only jobs of those kinds are.
         """
         now = utcnow()
         stranded = JOBS.c.state == JobState.RUNNING
         if stale_after is not None:
             stranded &= JOBS.c.started_at < now - timedelta(seconds=stale_after)
+        if kinds is not None:
+            stranded &= JOBS.c.kind.in_(list(kinds))
         with transaction(self.engine) as conn:
             failed = conn.execute(
                 update(JOBS)

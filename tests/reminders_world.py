@@ -17,6 +17,7 @@ from sqlalchemy import Engine, insert, select
 from bot.config import Reminders
 from bot.github import ApiOptions, GitHubApp
 from bot.reminders import (
+    STALE_SWEEP,
     WEEKDAYS,
     ApiLimits,
     Schedule,
@@ -84,10 +85,11 @@ class World:
             clock=self.clock, hooks=hooks or SweepHooks(), sleep=lambda seconds: None)
 
     def sweep(self, engine: Engine | None = None, *, force: bool = False,
-              **options: Any) -> SweepReport:
+              stale_after: timedelta = STALE_SWEEP, **options: Any) -> SweepReport:
         """One pass and its jobs, run by a real worker on the real queue."""
         return run_inline(engine or self.engine, self.job(engine, **options), force=force,
-                          retry=RetryPolicy(base=RETRY_AFTER, cap=RETRY_AFTER, jitter=0))
+                          retry=RetryPolicy(base=RETRY_AFTER, cap=RETRY_AFTER, jitter=0),
+                          stale_after=stale_after)
 
     def at(self, moment: datetime) -> World:
         self.now[:] = [moment]

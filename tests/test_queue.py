@@ -166,6 +166,15 @@ def test_concurrent_deduplicating_enqueues_queue_one_job(database_url: str,
     assert len(queue.list(kind="sweep")) == 1
 
 
+def test_recover_may_be_limited_to_some_kinds(queue: SqlJobQueue) -> None:
+    align = queue.enqueue(request())
+    sweep = queue.enqueue(JobRequest("sweep", "o/r"))
+    assert queue.claim("w") is not None and queue.claim("w") is not None
+    assert queue.recover(kinds=["sweep"]) == 1
+    states = {job.id: job.state for job in queue.list()}
+    assert states == {align: JobState.RUNNING, sweep: JobState.QUEUED}
+
+
 def test_a_claim_may_be_limited_to_some_kinds(queue: SqlJobQueue) -> None:
     align = queue.enqueue(request())
     sweep = queue.enqueue(JobRequest("sweep", "o/r"))

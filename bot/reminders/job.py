@@ -51,6 +51,10 @@ log = logging.getLogger(__name__)
 
 PASS_INTERVAL = 300.0  # seconds between passes; a repository is swept once per week
 FIRST_PASS_DELAY = 60.0  # let the service settle first
+# A sweep job running this long was left by a process that died (a sweep stops within about an
+# hour, at its budget): ``remind-sweep`` puts it back in the queue, or its repository would
+# never get another sweep where no service restarts to recover it.
+STALE_SWEEP = timedelta(hours=3)
 
 
 class DigestBusy(TransientError):
@@ -184,11 +188,14 @@ def _next_hour(now: datetime) -> datetime:
 
 
 def run_inline(engine: Engine, handler: SweepJob, *, force: bool = False,
-               retry: RetryPolicy | None = None) -> SweepReport:
-    """One pass, its jobs run in this process (``alignbot remind-sweep``): queue the due
-    sweeps, run every sweep job that can run now (other kinds are left to the service), and
-    sum up the pass's jobs. A job left for a later try is reported as not finished."""
+               retry: RetryPolicy | None = None,
+               stale_after: timedelta = STALE_SWEEP) -> SweepReport:
+    """One pass, its jobs run in this process (``alignbot remind-sweep``): recover sweep jobs
+    stranded by a dead process, queue the due sweeps, run every sweep job that can run now
+    (other kinds are left to the service), and sum up the pass's jobs. A job left for a later
+    try is reported as not finished."""
     queue = SqlJobQueue(engine)
+    queue.recover(stale_after.total_seconds(), kinds=[JOB_KIND])
     ids = enqueue_due(engine, queue, clock=handler.clock, force=force)
     worker = Worker(queue, {JOB_KIND: handler}, retry=retry)
     while worker.run_once(only_own=True):
