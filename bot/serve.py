@@ -57,7 +57,8 @@ def build(settings: Settings) -> Service:
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
     worker = Worker(queue, {alignment.JOB_KIND: job, commands.JOB_KIND: command_job,
                             reminders.JOB_KIND: sweep_job},
-                    concurrency=settings.workers, retry=retry_policy(settings))
+                    concurrency=settings.workers, retry=retry_policy(settings),
+                    limits={reminders.JOB_KIND: reminders.SWEEPS_AT_ONCE})
     router = WebhookRouter()
     alignment.register(router)
     commands.register(router)

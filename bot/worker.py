@@ -9,6 +9,7 @@ import random
 import socket
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -124,6 +125,9 @@ class Worker:
 
     Transient failures, rate limits and errors marked ``expected`` (a condition, not a bug) are
     logged in one line; any other error with its traceback.
+
+    ``limits`` caps the jobs of a kind that run at once in this worker: a kind at its cap is
+    not claimed until one of its jobs ends.
     """
 
     def __init__(
@@ -136,9 +140,12 @@ class Worker:
         name: str | None = None,
         retry: RetryPolicy | None = None,
         rng: random.Random | None = None,
+        limits: Mapping[str, int] | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if any(limit < 1 for limit in (limits or {}).values()):
+            raise ValueError("a kind's limit must be at least 1")
         self.queue = queue
         self.handlers = dict(handlers)
         self.concurrency = concurrency
@@ -146,6 +153,11 @@ class Worker:
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.retry = retry or RetryPolicy()
         self._rng = rng or random.Random()
+        # at most this many jobs of a kind at once here, so that long jobs of one kind (the
+        # reminder sweeps) leave threads to the others
+        self.limits = dict(limits or {})
+        self._running: Counter[str] = Counter()
+        self._claiming = threading.Lock()
         self._threads: list[threading.Thread] = []
         self._stopping = threading.Event()
         self._wake = threading.Event()
@@ -188,12 +200,27 @@ class Worker:
         """Claim one job and run it; False if the queue had nothing to run. With ``only_own``
         only jobs of the kinds this worker has handlers for are claimed (a process that runs
         some kinds inline leaves the others to the service)."""
-        kinds = list(self.handlers) if only_own else None
-        job = self.queue.claim(worker_id or f"{self.name}/once", kinds)
-        if job is None:
-            return False
-        self._run(job)
+        with self._claiming:
+            kinds = self._claimable(only_own)
+            job = None if kinds == [] else self.queue.claim(worker_id or f"{self.name}/once",
+                                                            kinds)
+            if job is None:
+                return False
+            self._running[job.kind] += 1
+        try:
+            self._run(job)
+        finally:
+            with self._claiming:
+                self._running[job.kind] -= 1
         return True
+
+    def _claimable(self, only_own: bool) -> list[str] | None:
+        """The kinds a claim may take now (None: any). While a kind is at its limit only the
+        others with handlers are claimed (a job of an unknown kind waits to be failed)."""
+        full = {kind for kind, limit in self.limits.items() if self._running[kind] >= limit}
+        if not full:
+            return list(self.handlers) if only_own else None
+        return [kind for kind in self.handlers if kind not in full]
 
     def _loop(self, worker_id: str) -> None:
         while not self._stopping.is_set():

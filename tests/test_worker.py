@@ -283,6 +283,36 @@ def test_run_once_may_leave_other_kinds_to_other_workers(queue: SqlJobQueue) -> 
     assert state(queue, other).state == JobState.QUEUED
 
 
+def test_a_kind_at_its_limit_leaves_the_threads_to_other_kinds(queue: SqlJobQueue) -> None:
+    release = threading.Event()
+    started: list[str] = []
+
+    def slow(job: JobRecord) -> None:
+        started.append(job.key)
+        release.wait(10)
+
+    def quick(job: JobRecord) -> None:
+        started.append(job.key)
+
+    sweeps = [queue.enqueue(JobRequest("sweep", f"o/r{n}")) for n in range(3)]
+    align = queue.enqueue(JobRequest("align", "o/r#1"))
+    worker = Worker(queue, {"sweep": slow, "align": quick}, concurrency=3,
+                    poll_interval=0.01, limits={"sweep": 1})
+    worker.start()
+    try:
+        wait_for(lambda: state(queue, align).state == JobState.DONE)
+        assert started == ["o/r0", "o/r#1"]  # one sweep at a time; the check went past
+        assert [state(queue, s).state for s in sweeps] == [
+            JobState.RUNNING, JobState.QUEUED, JobState.QUEUED]
+        release.set()
+        wait_for(lambda: all(state(queue, s).state == JobState.DONE for s in sweeps))
+    finally:
+        release.set()
+        assert worker.stop(timeout=10)
+    with pytest.raises(ValueError, match="limit"):
+        Worker(queue, {}, limits={"sweep": 0})
+
+
 def test_the_retry_policy_comes_from_the_settings() -> None:
     from bot.settings import Settings
 

@@ -55,6 +55,9 @@ FIRST_PASS_DELAY = 60.0  # let the service settle first
 # hour, at its budget): ``remind-sweep`` puts it back in the queue, or its repository would
 # never get another sweep where no service restarts to recover it.
 STALE_SWEEP = timedelta(hours=3)
+# sweep jobs one worker runs at once: a sweep paces its writes for up to an hour, and the
+# worker's other threads are for the checks and commands people wait on
+SWEEPS_AT_ONCE = 1
 
 
 class DigestBusy(TransientError):
