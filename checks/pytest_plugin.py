@@ -1,0 +1,202 @@
+"""The pytest plugin: a team's spec files run as tests, each finding a failure.
+
+    pytest --alignbot-candidate=torch-compile specs/
+    pytest --alignbot-prelude=@candidate.py -n 4
+
+Installed with alignbot (entry point ``pytest11``) and idle until ``--alignbot-candidate`` or
+``--alignbot-prelude`` is given. Then every file matching the ``alignbot_spec_files`` ini
+patterns (default ``align_*.py``) is collected as spec files, each spec one test item. A
+spec's draws run on the candidate in its own worker process (one per pytest process, so
+``pytest -n`` with pytest-xdist gives each xdist worker its own); a finding fails the item
+with the finding's minimized, verified repro as the message. Draws depend only on the seed
+and the spec, so a spec gives the same findings whichever process runs it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from .candidate import CandidateConfig, CandidateProcess
+    from .findings import Finding
+    from .spec import Spec
+
+DEFAULT_PATTERNS = ["align_*.py"]
+_CANDIDATE = pytest.StashKey["CandidateProcess"]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("alignbot", "alignment checks against PyTorch (alignbot)")
+    group.addoption("--alignbot-candidate", metavar="PRESET",
+                    help="check spec files against a built-in candidate: paddle, torch, "
+                         "torch-compile, torch-float64, torch-no-mkldnn")
+    group.addoption("--alignbot-prelude", metavar="CODE|@FILE",
+                    help="Python source that binds `torch` in the candidate's worker "
+                         "(@FILE reads it from a file)")
+    group.addoption("--alignbot-python", metavar="PATH",
+                    help="interpreter for the candidate's worker (default: pytest's)")
+    group.addoption("--alignbot-seed", metavar="S", type=int, default=0,
+                    help="the seed of every spec's draws (default 0)")
+    group.addoption("--alignbot-draws", metavar="N", type=int, default=None,
+                    help="draws per spec (default: each spec's own)")
+    group.addoption("--alignbot-timeout", metavar="SECONDS", type=float, default=60.0,
+                    help="per-program limit before the candidate counts as hung")
+    group.addoption("--alignbot-no-minimize", action="store_true",
+                    help="report findings as drawn: no shrinking or repro scripts")
+    parser.addini("alignbot_spec_files", type="args", default=DEFAULT_PATTERNS,
+                  help="glob patterns of spec files (default: align_*.py)")
+
+
+def _enabled(config: pytest.Config) -> bool:
+    return bool(config.getoption("alignbot_candidate") or config.getoption("alignbot_prelude"))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "alignbot: a spec run by alignbot's pytest plugin")
+    if not _enabled(config):
+        return
+    if config.getoption("alignbot_candidate") and config.getoption("alignbot_prelude"):
+        raise pytest.UsageError("give --alignbot-candidate or --alignbot-prelude, not both")
+    draws = config.getoption("alignbot_draws")
+    if draws is not None and draws < 1:
+        raise pytest.UsageError("--alignbot-draws must be at least 1")
+    if config.getoption("alignbot_timeout") <= 0:
+        raise pytest.UsageError("--alignbot-timeout must be positive")
+    candidate_config(config)  # a bad preset or an unreadable prelude fails now, once
+
+
+def candidate_config(config: pytest.Config) -> CandidateConfig:
+    from .candidate import CandidateConfig
+    from .presets import UnknownPreset, preset
+
+    python = config.getoption("alignbot_python") or sys.executable
+    timeout = config.getoption("alignbot_timeout")
+    prelude = config.getoption("alignbot_prelude")
+    if prelude is None:
+        try:
+            return preset(config.getoption("alignbot_candidate"), python=python,
+                          timeout=timeout)
+        except UnknownPreset as exc:
+            raise pytest.UsageError(f"--alignbot-candidate: {exc}") from exc
+    if prelude.startswith("@"):
+        path = Path(prelude[1:])
+        try:
+            prelude = path.read_text()
+        except OSError as exc:
+            raise pytest.UsageError(f"--alignbot-prelude {path}: {exc.strerror}") from exc
+    return CandidateConfig(name="prelude", prelude=prelude, python=python, timeout=timeout,
+                           sys_path=(str(config.rootpath),))
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    candidate = config.stash.get(_CANDIDATE, None)
+    if candidate is not None:
+        candidate.close()
+
+
+def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Collector | None:
+    config = parent.config
+    if not _enabled(config) or file_path.suffix != ".py":
+        return None
+    patterns = config.getini("alignbot_spec_files") or DEFAULT_PATTERNS
+    if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
+        return SpecFile.from_parent(parent, path=file_path)
+    return None
+
+
+class SpecFile(pytest.File):
+    """A file of ``@autotest`` specs."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from .spec import load_file
+
+        specs = load_file(self.path)
+        if not specs:
+            raise self.CollectError(f"{self.path.name} defines no @autotest spec")
+        for spec in specs:
+            yield SpecItem.from_parent(self, name=spec.name.rsplit(".", 1)[-1], spec=spec)
+
+
+class AlignmentFailure(Exception):
+    """A spec's draws showed findings."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        super().__init__(f"{len(findings)} finding(s)")
+        self.findings = findings
+
+
+class SpecItem(pytest.Item):
+    """One spec: its draws run on the candidate, each finding a failure."""
+
+    def __init__(self, *, spec: Spec, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.add_marker(pytest.mark.alignbot)
+
+    def runtest(self) -> None:
+        from .engine import check
+        from .minimize import MinimizeOptions, minimize_all
+
+        candidate = _candidate(self.config)
+        result = check([self.spec], candidate, seed=self.config.getoption("alignbot_seed"),
+                       n=self.config.getoption("alignbot_draws"))
+        if not result.findings:
+            return
+        if not self.config.getoption("alignbot_no_minimize"):
+            minimize_all(result.findings, [self.spec], candidate, candidate.config,
+                         MinimizeOptions(), timings=False)
+        raise AlignmentFailure(result.findings)
+
+    def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
+                     style: Any = None) -> str:
+        if isinstance(excinfo.value, AlignmentFailure):
+            return "\n\n".join(describe(f) for f in excinfo.value.findings)
+        return str(super().repr_failure(excinfo, style=style))
+
+    def reportinfo(self) -> tuple[Path, int | None, str]:
+        return self.path, None, f"alignbot spec {self.spec.name}"
+
+
+def _candidate(config: pytest.Config) -> CandidateProcess:
+    """This process's candidate worker, started on first use and restarted after a crash
+    (the engine restarts a worker that died mid-program itself)."""
+    from .candidate import CandidateProcess, CandidateStartError
+
+    candidate = config.stash.get(_CANDIDATE, None)
+    if candidate is None:
+        candidate = CandidateProcess(candidate_config(config))
+        try:
+            candidate.start()
+        except CandidateStartError as exc:
+            problem = str(exc)
+        else:
+            config.stash[_CANDIDATE] = candidate
+            return candidate
+        candidate.close()
+        pytest.fail(f"alignbot: the candidate did not start: {problem}", pytrace=False)
+    return candidate
+
+
+def describe(finding: Finding) -> str:
+    """A finding as a failure message: what differs, then the repro to run."""
+    extra = finding.extra
+    draws = f"{finding.count} draw{'s' if finding.count != 1 else ''}"
+    verdict = f", {extra['verdict']}" if extra.get("verdict") else ""
+    lines = [f"{finding.kind.value} at {finding.op} [{finding.fingerprint}, {draws}{verdict}]",
+             finding.message]
+    if extra.get("downstream_of"):
+        lines.append("downstream of " + ", ".join(
+            f"{u['kind']} at {u['op']}" for u in extra["downstream_of"]))
+    repro = extra.get("repro")
+    if repro:
+        state = "verified" if extra.get("repro_verified") else "not verified"
+        lines += [f"repro ({state}: exits 1 while the bug is there):", repro.rstrip()]
+    elif extra.get("minimize_error"):
+        lines.append(f"minimizing failed: {extra['minimize_error']}")
+    return "\n".join(lines)

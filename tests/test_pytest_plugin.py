@@ -1,0 +1,138 @@
+"""checks/pytest_plugin.py: a repository's spec files run by pytest, in a real pytest process
+(the plugin is found through its ``pytest11`` entry point, as a team's pytest finds it)."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+PRELUDE = "import torch\nimport fastops\nfastops.enable()\n"
+FINGERPRINT = re.compile(r"\[([0-9a-f]{12}), ")
+
+
+def repository(tmp_path: Path, fastops: Path) -> Path:
+    """A team's repository: its kernel library and its spec file."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    shutil.copy(fastops, repo / "fastops.py")
+    shutil.copy(EXAMPLES / "fastops" / "align_fastops.py", repo / "align_fastops.py")
+    return repo
+
+
+def run_pytest(repo: Path, *args: str) -> tuple[int, str, dict[str, str | None]]:
+    """pytest's exit status, its output, and each test's failure text (None: passed)."""
+    report = repo / "report.xml"
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}",
+         "--alignbot-draws=4", *args],
+        cwd=repo, capture_output=True, text=True, timeout=900)
+    outcomes: dict[str, str | None] = {}
+    if report.exists():
+        for case in ET.parse(report).getroot().iter("testcase"):
+            failure = case.find("failure")
+            outcomes[case.get("name", "")] = None if failure is None else (
+                failure.text or failure.get("message", ""))
+    return proc.returncode, proc.stdout + proc.stderr, outcomes
+
+
+@pytest.fixture(scope="module")
+def broken(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    # the demo's pull request: fastops' softplus backward is broken (mish calls it)
+    return repository(tmp_path_factory.mktemp("broken"),
+                      EXAMPLES / "pull-request" / "fastops.py")
+
+
+@pytest.fixture(scope="module")
+def serial(broken: Path) -> tuple[int, str, dict[str, str | None]]:
+    return run_pytest(broken, f"--alignbot-prelude={PRELUDE}")
+
+
+def test_each_spec_is_a_test_and_a_finding_fails_it_with_its_repro(
+        serial: tuple[int, str, dict[str, str | None]]) -> None:
+    code, output, outcomes = serial
+    assert code == 1, output
+    assert set(outcomes) == {"softplus", "mish"}, output
+    failure = outcomes["softplus"]
+    assert failure is not None
+    assert "grad-mismatch at torch.nn.functional.softplus" in failure
+    assert "repro (verified: exits 1 while the bug is there):" in failure
+    assert '"""alignbot repro ' in failure and "def case(torch):" in failure
+
+
+def test_the_repro_in_the_failure_runs_and_shows_the_bug(
+        serial: tuple[int, str, dict[str, str | None]], broken: Path) -> None:
+    failure = serial[2]["softplus"]
+    assert failure is not None
+    script = failure.split("repro (verified: exits 1 while the bug is there):\n", 1)[1]
+    script = script.split("\n\ngrad-mismatch at", 1)[0]  # the next finding, if any
+    path = broken / "repro.py"
+    path.write_text(script + "\n")
+    run = subprocess.run([sys.executable, str(path)], cwd=broken, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 1, run.stdout + run.stderr
+    control = subprocess.run([sys.executable, str(path), "--control"], cwd=broken,
+                             capture_output=True, text=True, timeout=300)
+    assert control.returncode == 0, control.stdout + control.stderr
+
+
+def test_xdist_workers_give_the_same_findings(
+        serial: tuple[int, str, dict[str, str | None]], broken: Path) -> None:
+    code, output, outcomes = run_pytest(broken, f"--alignbot-prelude={PRELUDE}", "-n", "2")
+    assert code == 1, output
+    assert "2 workers" in output
+    assert {name: sorted(FINGERPRINT.findall(text or "")) for name, text in outcomes.items()} \
+        == {name: sorted(FINGERPRINT.findall(text or "")) for name, text in serial[2].items()}
+    assert FINGERPRINT.findall(outcomes["softplus"] or "")
+
+
+def test_an_aligned_library_passes(tmp_path: Path) -> None:
+    repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
+    code, output, outcomes = run_pytest(repo, f"--alignbot-prelude={PRELUDE}")
+    assert code == 0, output
+    assert outcomes == {"softplus": None, "mish": None}
+
+
+def test_a_preset_and_a_prelude_file(tmp_path: Path) -> None:
+    repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
+    (repo / "candidate.py").write_text(PRELUDE)
+    code, output, outcomes = run_pytest(repo, "--alignbot-prelude=@candidate.py")
+    assert code == 0 and set(outcomes) == {"softplus", "mish"}, output
+    code, output, outcomes = run_pytest(repo, "--alignbot-candidate=torch")
+    assert code == 0 and set(outcomes) == {"softplus", "mish"}, output
+
+
+def test_the_plugin_is_idle_without_a_candidate(tmp_path: Path) -> None:
+    repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
+    code, output, outcomes = run_pytest(repo)
+    assert code == 5 and outcomes == {}, output  # pytest: no tests collected
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--alignbot-candidate=torch", f"--alignbot-prelude={PRELUDE}"],
+     "give --alignbot-candidate or --alignbot-prelude, not both"),
+    (["--alignbot-candidate=nope"], "unknown candidate preset 'nope'"),
+    (["--alignbot-prelude=@missing.py"], "--alignbot-prelude missing.py: No such file"),
+    (["--alignbot-candidate=torch", "--alignbot-draws=0"], "--alignbot-draws must be at least 1"),
+])
+def test_bad_options_are_one_readable_line(tmp_path: Path, args: list[str], message: str
+                                           ) -> None:
+    repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
+    code, output, _ = run_pytest(repo, *args)
+    assert code == 4, output  # pytest's usage error
+    assert message in output and "Traceback" not in output, output
+
+
+def test_a_candidate_that_does_not_start_fails_each_test_readably(tmp_path: Path) -> None:
+    repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
+    code, output, outcomes = run_pytest(repo, "--alignbot-prelude=import not_installed_lib")
+    assert code == 1, output
+    assert all(text and "the candidate did not start" in text for text in outcomes.values())
+    assert set(outcomes) == {"softplus", "mish"}
