@@ -13,7 +13,8 @@ alignment, trust, commands, reminders — imports another: ``tests/test_layers.p
 - ``worker.py``     the embedded worker that claims jobs and runs their handlers
 - ``github.py``     GitHub App access through PyGithub: JWT, cached installation tokens,
                     bounded retries, configurable API base URL
-- ``config.py``     ``.github/alignbot.yml``: the per-repository configuration
+- ``config/``       ``.github/alignbot.yml``: the per-repository configuration: ``globs``,
+                    ``model`` (the sections, the schema), ``loading`` (errors with lines)
 - ``sandbox/``      runs untrusted pull-request code (setup + engine) with no secrets,
                     resource limits, a timeout and no network: ``plan`` (limits, mode,
                     uid), ``paths`` (what it may see), ``child`` (the trampoline and init,

@@ -1,4 +1,10 @@
-"""The engine's JSON report as a strict model: the sandbox's output is untrusted input."""
+"""The engine's JSON report as a strict model: the sandbox's output is untrusted input.
+
+The report's shape is defined once, by the engine, in ``checks/report_types.py``; these models
+are the same keys and types with the limits untrusted input needs (lengths, counts, patterns),
+and ``tests/test_engine_report.py`` fails on any key, optionality or type that differs. A few
+keys the engine always writes are optional here: job results stored by earlier versions lack
+them (``complete``, ``signature``, ``examples``, ``oracles``)."""
 
 from __future__ import annotations
 
@@ -11,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from checks.findings import Kind
 from checks.markdown import Trusted, visible
 from checks.report import REPORT_VERSION
+from checks.report_types import Measure, Side
 from checks.triage import Verdict
 from checks.upstream import new_issue_url
 
@@ -29,9 +36,6 @@ Script = Annotated[str, StringConstraints(max_length=1_000_000)]  # a repro, its
 Example = Annotated[str, StringConstraints(max_length=2_000)]  # one merged draw's message
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{12}$")]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
-# a float the engine wrote as repr() because JSON has no inf or nan (checks/report.py _finite)
-Measure = float | Literal["inf", "-inf", "nan"]
-Side = Literal["reference", "candidate", "both", "neither", "no result"]
 _TRACKER = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 
 
@@ -67,7 +71,7 @@ class Evidence(_Strict):
 
 class Shrink(_Strict):
     calls: Count
-    seconds: Annotated[float, Field(ge=0)] | None = None
+    seconds: Annotated[float, Field(ge=0)] | None  # None: the report was written without timings
 
 
 class Upstream(_Strict):

@@ -16,7 +16,7 @@ reference's inputs), shown after the root causes.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .candidate import CandidateProcess, RunOutcome
 from .compare import compare
@@ -35,6 +35,9 @@ from .isolate import Sliced, slice_calls
 from .program import Observations, Program, reference_observations
 from .runtime.replay import AUTOGRAD_KEY
 from .spec import Spec
+
+if TYPE_CHECKING:  # report_types imports this module's importers
+    from .report_types import FindingExtra
 
 MAX_SLICES = 12  # calls judged alone per program: a draw is a handful of calls
 _NOT_CALLS = ("input", "module", "getattr")
@@ -172,7 +175,7 @@ def _charged_to(program: Program, ref: Observations, finding: Finding,
                f"which wrote in place into a value computed from {finding.op} "
                f"({finding.node}); each call agrees on its own)")
     return Finding(finding.kind, op, finding.spec, message, program, finding.key,
-                   writer["id"], extra=dict(finding.extra),
+                   writer["id"], extra=finding.extra.copy(),
                    signature=mismatch_signature(program, finding.key, writer["id"],
                                                 ref.get(finding.key)))
 
@@ -231,7 +234,7 @@ def _mapped(finding: Finding, program: Program, piece: Sliced) -> Finding:
         mine, theirs = role(piece.program, finding.key, finding.node), role(program, key, node)
         if signature.startswith(mine + " "):
             signature = theirs + signature[len(mine):]
-    extra = {**finding.extra, "judged_alone": True}
+    extra: FindingExtra = {**finding.extra, "judged_alone": True}
     return Finding(finding.kind, finding.op, finding.spec, rename(finding.message), program,
                    key, node, extra=extra, signature=signature)
 
@@ -314,7 +317,7 @@ def mark_downstream(program: Program, found: list[Finding]) -> None:
         roots = [g for g in found if g is not finding and g.node and g.node in above]
         if roots:
             finding.extra["downstream_of"] = [
-                {"kind": g.kind.value, "op": g.op, "node": g.node} for g in roots]
+                {"kind": g.kind, "op": g.op, "node": g.node} for g in roots]
 
 
 def _refs(value: Any) -> list[str]:

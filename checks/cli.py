@@ -13,7 +13,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn, TypeAlias
+from typing import Literal, NoReturn, TypeAlias
 
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
@@ -23,6 +23,7 @@ from .findings import Finding
 from .minimize import MinimizeOptions, minimize_all
 from .presets import PRESETS, UnknownPreset, preset
 from .progress import Progress
+from .report_types import FindingEntry, Report
 from .spec import Spec, load_file, load_library, select
 from .trace import SpecError
 from .upstream import DEFAULT_TRACKER
@@ -186,7 +187,7 @@ def write_atomically(path: Path, text: str) -> None:
         raise
 
 
-def _write_reports(args: argparse.Namespace, data: dict[str, Any]) -> list[Path]:
+def _write_reports(args: argparse.Namespace, data: Report) -> list[Path]:
     """Write the reports asked for; one that cannot be written (checked before the run, but
     the disk can fill up) goes to a temporary file instead, so that no result is lost."""
     written = []
@@ -208,7 +209,7 @@ def _write_reports(args: argparse.Namespace, data: dict[str, Any]) -> list[Path]
     return written
 
 
-def _summary(data: dict[str, Any], written: list[Path], minimized: bool) -> list[str]:
+def _summary(data: Report, written: list[Path], minimized: bool) -> list[str]:
     """The last lines on stderr: where the reports are, what was found, how to see a repro."""
     findings = data["findings"]
     where = "in " + " and ".join(str(p) for p in written) if written else \
@@ -321,25 +322,27 @@ def _minimize(findings: list[Finding], specs: list[Spec], candidate: CandidatePr
                  on_finding=on_finding)
 
 
-def _finding(path: Path, fingerprint: str) -> dict[str, Any]:
+def _finding(path: Path, fingerprint: str) -> FindingEntry:
     try:
         data = reports.load(path)
     except (OSError, ValueError) as exc:
         raise UsageError(f"cannot read {path}: {exc}") from exc
     for finding in data["findings"]:
         if finding.get("fingerprint") == fingerprint:
-            return dict(finding)
+            return finding
     known = ", ".join(f["fingerprint"] for f in data["findings"]) or "none"
     raise UsageError(f"no finding {fingerprint!r} in {path} (findings: {known})")
 
 
 def cmd_repro(args: argparse.Namespace) -> int:
     finding = _finding(args.report, args.fingerprint)
-    key = "repro_reference_only" if args.reference_only else "repro"
-    if not finding.get(key):
+    key: Literal["repro_reference_only", "repro"] = (
+        "repro_reference_only" if args.reference_only else "repro")
+    script = finding.get(key)
+    if not script:
         raise UsageError(f"finding {args.fingerprint} has no {key}: the report was made "
                          "with --no-minimize")
-    print(finding[key], end="")
+    print(script, end="")
     return 0
 
 

@@ -6,10 +6,13 @@ import hashlib
 import re
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .compare import Mismatch, compare
 from .runtime.replay import AUTOGRAD_KEY
+
+if TYPE_CHECKING:  # report_types names Kind
+    from .report_types import FindingEntry, FindingExtra
 
 
 class Kind(StrEnum):
@@ -33,6 +36,10 @@ MAX_EXAMPLES = 5  # distinct messages a merged finding keeps
 MAX_EXAMPLE_CHARS = 1000
 
 
+def _no_extra() -> FindingExtra:
+    return {}
+
+
 @dataclass
 class Finding:
     """A mismatch; ``key`` is the observation that diverged, ``node`` the call it belongs to."""
@@ -45,7 +52,7 @@ class Finding:
     key: str = ""
     node: str = ""
     count: int = 1
-    extra: dict[str, Any] = field(default_factory=dict)
+    extra: FindingExtra = field(default_factory=_no_extra)
     signature: str = ""  # what failed, without values: see :func:`signature`
     examples: list[str] = field(default_factory=list)  # distinct messages of merged draws
 
@@ -91,13 +98,11 @@ class Finding:
             if example not in self.examples:
                 self.examples.append(example)
 
-    def to_json(self) -> dict[str, Any]:
-        data = {"fingerprint": self.fingerprint, "kind": self.kind.value, "op": self.op,
+    def to_json(self) -> FindingEntry:
+        return {"fingerprint": self.fingerprint, "kind": self.kind, "op": self.op,
                 "spec": self.spec, "message": self.message, "count": self.count,
                 "observation": self.key, "node": self.node, "program": self.program,
-                "signature": self.signature, "examples": list(self.examples)}
-        data.update(self.extra)
-        return data
+                "signature": self.signature, "examples": list(self.examples), **self.extra}
 
 
 def _example(message: str) -> str:
@@ -260,8 +265,8 @@ def judge_all(program: dict[str, Any], ref: dict[str, dict[str, Any]],
     nodes = {n["id"]: n for n in program["nodes"]}
 
     def finding(key: str, mismatch: Mismatch, node_id: str, op: str) -> Finding:
-        extra = {}
-        if mismatch.max_abs is not None:
+        extra: FindingExtra = {}
+        if mismatch.max_abs is not None and mismatch.max_rel is not None:
             extra = {"max_abs": mismatch.max_abs, "max_rel": mismatch.max_rel}
         message = f"{describe_key(key)}: {mismatch.message}"
         kind = _kind_for(key, mismatch)

@@ -12,6 +12,7 @@ from .isolate import slice_program
 from .minimized import Minimized
 from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
 from .program import Program
+from .report_types import Evidence
 from .runtime.values import FLOAT_DTYPES
 from .shrink import Shrinker
 from .simplify import Simplifier
@@ -111,7 +112,7 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
             reference_only, alone_code, alone_output = checked_grad
             claim = "the gradient disagrees with finite differences (as gradcheck computes them)"
             expected = "the finite-difference gradient, which the other implementation matches"
-    evidence = {**verdict.evidence, "claim": claim, "expected": expected}
+    evidence: Evidence = {**verdict.evidence, "claim": claim, "expected": expected}
     result = Minimized(
         program=shrunk, repro_program=program, message=current.message,
         signature=current.signature, repro=checked.script, repro_verified=checked.verified,
@@ -124,7 +125,7 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
         code, output = alone_code, alone_output
         result.repro_reference_only_verified = code == 1
         if code == 1:
-            issue = draft({**current.to_json(), **result.finding_fields()}, reference_only,
+            issue = draft(result.finding_json(current), reference_only,
                           output, config.name, options.tracker, options.versions)
             result.upstream_draft, result.upstream_title = issue.body, issue.title
             result.upstream_url = issue.url
@@ -163,7 +164,8 @@ def minimize_all(findings: list[Finding], specs: list[Spec], candidate: Candidat
             finding.signature = result.signature
         if not timings:
             result.shrink["seconds"] = None
-        finding.extra.update(result.report_fields(), minimize_error=None)
+        finding.extra.update(result.report_fields())
+        finding.extra["minimize_error"] = None
     _merge_same_bugs(findings)
 
 

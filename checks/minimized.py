@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
+from .findings import Finding
 from .program import Program
+from .report_types import Evidence, FindingEntry, FindingExtra, Shrink
 from .triage import Verdict
 
 
@@ -26,23 +27,23 @@ class Minimized:
     repro_reference_only: str
     verdict: Verdict
     verdict_reason: str
-    evidence: dict[str, Any]
-    shrink: dict[str, Any]  # the budget spent: calls, seconds (None without timings)
+    evidence: Evidence
+    shrink: Shrink  # the budget spent: calls, seconds (None without timings)
     upstream_draft: str | None = None
     upstream_title: str | None = None
     upstream_url: str | None = None
     # only for a reference suspect: whether the PyTorch-alone script shows the problem
     repro_reference_only_verified: bool | None = None
 
-    def report_fields(self) -> dict[str, Any]:
+    def report_fields(self) -> FindingExtra:
         """The keys a finding's JSON gains (besides the program, message and signature it
         takes over); ``repro_reference_only_verified`` only for a reference suspect."""
-        fields: dict[str, Any] = {
+        fields: FindingExtra = {
             "repro_program": self.repro_program, "repro": self.repro,
             "repro_verified": self.repro_verified, "repro_output": self.repro_output,
             "repro_verify_note": self.repro_verify_note,
             "repro_reference_only": self.repro_reference_only,
-            "verdict": self.verdict.value, "verdict_reason": self.verdict_reason,
+            "verdict": self.verdict, "verdict_reason": self.verdict_reason,
             "evidence": self.evidence, "upstream_draft": self.upstream_draft,
             "upstream_title": self.upstream_title, "upstream_url": self.upstream_url,
             "shrink": self.shrink,
@@ -51,7 +52,8 @@ class Minimized:
             fields["repro_reference_only_verified"] = self.repro_reference_only_verified
         return fields
 
-    def finding_fields(self) -> dict[str, Any]:
-        """All of it as the finding's JSON will read (what an upstream draft is written from)."""
-        return {"program": self.program, "message": self.message,
+    def finding_json(self, finding: Finding) -> FindingEntry:
+        """``finding``'s JSON as it will read once minimized (what an upstream draft is
+        written from)."""
+        return {**finding.to_json(), "program": self.program, "message": self.message,
                 "signature": self.signature, **self.report_fields()}

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from .program import Observations, Program, reference_observations
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .spec import Spec
+
+if TYPE_CHECKING:  # report_types imports triage, which imports this module
+    from .report_types import Shrink
 
 
 class BudgetSpent(Exception):
@@ -72,7 +75,7 @@ class Oracle:
                     None)
 
 
-def stats(budget: Budget) -> dict[str, Any]:
+def stats(budget: Budget) -> Shrink:
     return {"calls": budget.calls, "seconds": round(budget.seconds, 3)}
 
 

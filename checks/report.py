@@ -1,5 +1,6 @@
-"""The report: JSON (a contract other tools read) and Markdown rendered from templates/;
-the one cached Jinja environment per kind that every text alignbot writes is rendered with."""
+"""The report: JSON (a contract other tools read, its shape in ``report_types.py``) and Markdown
+rendered from templates/; the one cached Jinja environment per kind that every text alignbot
+writes is rendered with."""
 
 from __future__ import annotations
 
@@ -9,12 +10,13 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import jinja2
 
 from . import markdown
 from .engine import CheckResult
+from .report_types import Report
 
 REPORT_VERSION = 1
 # The engine's own documents: a local report, Python repro scripts and the upstream draft
@@ -82,7 +84,7 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def to_json(result: CheckResult, candidate_description: str) -> dict[str, Any]:
+def to_json(result: CheckResult, candidate_description: str) -> Report:
     return {
         "report_version": REPORT_VERSION,
         "reference": result.reference,
@@ -96,19 +98,20 @@ def to_json(result: CheckResult, candidate_description: str) -> dict[str, Any]:
     }
 
 
-def dumps(report: dict[str, Any]) -> str:
+def dumps(report: Report) -> str:
     """Byte-stable text for one report: sorted keys, no timings, a final newline."""
     return json.dumps(report, sort_keys=True, indent=2, allow_nan=False) + "\n"
 
 
-def load(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = json.loads(path.read_text())
+def load(path: Path) -> Report:
+    """A report as written (not checked beyond having findings: the engine reads its own)."""
+    data = json.loads(path.read_text())
     if not isinstance(data, dict) or "findings" not in data:
         raise ValueError(f"{path} is not an alignbot report (no 'findings')")
-    return data
+    return cast(Report, data)
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def render_markdown(report: Report) -> str:
     by_kind: dict[str, int] = {}
     for finding in report["findings"]:
         by_kind[finding["kind"]] = by_kind.get(finding["kind"], 0) + finding.get("count", 1)

@@ -14,9 +14,9 @@ import contextlib
 import copy
 import math
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -35,6 +35,9 @@ from .program import Observations, Program
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .runtime.values import FLOAT_DTYPES
+
+if TYPE_CHECKING:  # report_types names Verdict
+    from .report_types import Evidence, Side
 
 MULTIPLIER = 2.0
 # Gradients against finite differences: torch.autograd.gradcheck's tolerances (FD_RTOL,
@@ -59,7 +62,7 @@ class Verdict(StrEnum):
 class Triage:
     verdict: Verdict
     reason: str
-    evidence: dict[str, Any] = field(default_factory=dict)
+    evidence: Evidence
 
 
 def to_float64(program: Program) -> Program:
@@ -139,7 +142,7 @@ def oracle_observations(program: Program, candidate: CandidateProcess,
 
 
 def _sides(obs: dict[str, Any] | None, ref: dict[str, Any], cand: dict[str, Any],
-           rtol: float | None, atol: float | None) -> str:
+           rtol: float | None, atol: float | None) -> Side:
     if obs is None:
         return "no result"
     with_ref = compare(ref, obs, rtol, atol) is None
@@ -159,7 +162,7 @@ def triage(program: Program, finding: Finding, ref: Observations, cand: Observat
                                 cand.get(key, {"t": "value", "value": None}), rtol, atol)
                    for name, obs in oracles.items()
                    if name not in INDEPENDENT}
-    evidence: dict[str, Any] = {"oracles": independent}
+    evidence: Evidence = {"oracles": independent}
     if finding.kind in (Kind.MISSING_API, Kind.CANDIDATE_CRASH, Kind.CANDIDATE_TIMEOUT):
         return Triage(Verdict.CANDIDATE_BUG, f"the candidate {_what(finding.kind)}", evidence)
     if finding.kind in (Kind.REFERENCE_ERROR, Kind.CANDIDATE_ERROR):
@@ -200,7 +203,7 @@ def _is_tensor(obs: dict[str, Any] | None) -> bool:
 
 
 def _numeric(ref: dict[str, Any], cand: dict[str, Any], wide: dict[str, Any],
-             independent: dict[str, str], evidence: dict[str, Any],
+             independent: dict[str, Side], evidence: Evidence,
              atol: float | None) -> Triage:
     dtype = ref["dtype"]
     if dtype not in EPS:
@@ -250,8 +253,8 @@ def _fd_error(grad: dict[str, Any], numeric: np.ndarray, rtol: float, atol: floa
 
 
 def _gradients(ref: dict[str, Any], cand: dict[str, Any], numeric_obs: dict[str, Any],
-               wide: dict[str, Any] | None, independent: dict[str, str],
-               evidence: dict[str, Any]) -> Triage | None:
+               wide: dict[str, Any] | None, independent: dict[str, Side],
+               evidence: Evidence) -> Triage | None:
     """Gradients judged by central differences in float64, which share no backward kernel
     with either side; None when they do not decide (both or neither agree)."""
     numeric = np.asarray(numeric_obs["data"], dtype=np.float64)
@@ -288,7 +291,7 @@ def _gradients(ref: dict[str, Any], cand: dict[str, Any], numeric_obs: dict[str,
 
 
 def _float64_noise(ref: dict[str, Any], cand: dict[str, Any], exact: dict[str, Any] | None,
-                   evidence: dict[str, Any]) -> Triage | None:
+                   evidence: Evidence) -> Triage | None:
     """Two float64 results that differ by rounding only: within NOISE_RELATIVE of each
     other, or both within NOISE_ULPS rounding steps of an independent (NumPy) value."""
     ref_data = np.asarray(ref["data"], dtype=np.float64)
@@ -323,7 +326,7 @@ def _ratio(worse: float, better: float) -> str:
 
 
 def _exact(ref: dict[str, Any], cand: dict[str, Any], wide: dict[str, Any],
-           independent: dict[str, str], evidence: dict[str, Any]) -> Triage:
+           independent: dict[str, Side], evidence: Evidence) -> Triage:
     with_ref = compare(ref, wide) is None
     with_cand = compare(cand, wide) is None
     evidence["float64"] = "reference" if with_ref else "candidate" if with_cand else "neither"
@@ -336,7 +339,7 @@ def _exact(ref: dict[str, Any], cand: dict[str, Any], wide: dict[str, Any],
     return _by_votes(independent, evidence, "float64 does not decide")
 
 
-def _by_votes(independent: dict[str, str], evidence: dict[str, Any], why: str) -> Triage:
+def _by_votes(independent: dict[str, Side], evidence: Evidence, why: str) -> Triage:
     votes = list(independent.values())
     if "candidate" in votes and "reference" not in votes:
         return Triage(Verdict.REFERENCE_SUSPECT, f"{why}; other oracles side with the "
@@ -357,7 +360,7 @@ def _raised(obs: Observations | None, key: str) -> bool | None:
 
 
 def _exceptions(program: Program, finding: Finding, oracles: dict[str, Observations],
-                evidence: dict[str, Any]) -> Triage:
+                evidence: Evidence) -> Triage:
     """Which sides raise for this input, and what the spec declares about it."""
     key = finding.key
     declared = bool(program.get("expect_raise"))

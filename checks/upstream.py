@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 from dataclasses import dataclass
-from typing import Any
 from urllib.parse import urlencode
 
 from .findings import Finding
@@ -15,6 +14,7 @@ from .markdown import inline
 from .oracle import FD_ATOL, FD_EPS, FD_RTOL
 from .program import Program
 from .report import environment
+from .report_types import FindingEntry
 from .repro import body, run_script, variable_names
 
 DEFAULT_TRACKER = "pytorch/pytorch"
@@ -60,7 +60,7 @@ def new_issue_url(tracker: str, title: str, body: str) -> str:
     return url
 
 
-def draft(finding: dict[str, Any], reference_only: str, output: str, candidate: str,
+def draft(finding: FindingEntry, reference_only: str, output: str, candidate: str,
           tracker: str = DEFAULT_TRACKER, versions: str | None = None) -> Draft:
     """Render the draft from templates/; text from the program is escaped there."""
     claim = finding["evidence"].get("claim") or finding["verdict_reason"]

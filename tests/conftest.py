@@ -14,6 +14,9 @@ from checks import CandidateConfig, CandidateProcess, preset
 from checks.spec import Spec, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
+# The GitHub test server seeded and schema-checked, with PyGithub clients (server, integration,
+# gh) for tests/test_testing_github_*.py.
+pytest_plugins = ["testing_github"]
 
 
 POSTGRES_URL = os.environ.get("ALIGNBOT_TEST_POSTGRES_URL")

@@ -3,14 +3,18 @@ and the one builder of prefilled upstream links."""
 
 from __future__ import annotations
 
+import enum
 import json
 import subprocess
 import sys
+import types
+import typing
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal, NotRequired, TypedDict
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from bot.engine_report import (
     MAX_FINDINGS,
@@ -24,12 +28,136 @@ from bot.engine_report import (
     stored_findings,
 )
 from checks import report as reports
+from checks import report_types
 from checks.engine import CheckResult
 from checks.findings import Finding, Kind
 from checks.markdown import Trusted
 from checks.triage import Verdict
 
 FIXTURES = Path(__file__).parent / "fixtures"
+
+# Keys the engine always writes that the App takes as optional: job results stored by earlier
+# versions lack them, and a stored result is validated again when a command reads it.
+OLDER_REPORTS = {"EngineReport.complete", "EngineFinding.signature", "EngineFinding.examples",
+                 "Evidence.oracles"}
+
+
+# --------------------------------------------------------------------------- one contract
+
+
+def shape(annotation: Any) -> frozenset[Any]:
+    """The JSON values a type admits, as a set of alternatives: limits (``Annotated``) dropped,
+    unions flattened, a literal or an enum as its values, an object as ``"object"`` (its keys
+    are compared on their own), lists and mappings by their items."""
+    origin = typing.get_origin(annotation)
+    if origin is Annotated:
+        return shape(typing.get_args(annotation)[0])
+    if origin in (typing.Union, types.UnionType):
+        return frozenset().union(*(shape(a) for a in typing.get_args(annotation)))
+    if origin is Literal:
+        return frozenset(("=", value) for value in typing.get_args(annotation))
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return frozenset(("=", member.value) for member in annotation)
+    if objects(annotation) == [annotation]:
+        return frozenset({"object"})
+    if origin in (list, dict):
+        return frozenset({(origin.__name__, *(shape(a) for a in typing.get_args(annotation)))})
+    return frozenset({annotation})
+
+
+def objects(annotation: Any) -> list[Any]:
+    """The TypedDicts or models inside a type, in order (``list[Upstream]``: ``Upstream``)."""
+    if typing.is_typeddict(annotation) or (isinstance(annotation, type)
+                                           and issubclass(annotation, BaseModel)):
+        return [annotation]
+    return [inner for arg in typing.get_args(annotation) for inner in objects(arg)]
+
+
+def differences(typed: Any, model: type[BaseModel], lenient: frozenset[str] = frozenset()
+                ) -> list[str]:
+    """Every key, optionality or type in which the engine's TypedDict and the App's model
+    differ, nested objects included, each named ``Model.key``. A key the App defaults to None
+    treats null as absent, on both sides."""
+    found: list[str] = []
+    written = typing.get_type_hints(typed)
+    read = model.model_fields
+    for key in sorted(written.keys() - read.keys()):
+        found.append(f"{model.__name__}.{key}: the engine writes it, the App refuses it")
+    for key in sorted(read.keys() - written.keys()):
+        found.append(f"{model.__name__}.{key}: the App reads it, the engine never writes it")
+    for key in sorted(written.keys() & read.keys()):
+        name, field = f"{model.__name__}.{key}", read[key]
+        engine_optional = key in typed.__optional_keys__
+        if engine_optional and field.is_required():
+            found.append(f"{name}: the engine may leave it out, the App requires it")
+        if not engine_optional and not field.is_required() and name not in lenient:
+            found.append(f"{name}: the engine always writes it, the App takes it as optional")
+        ours, theirs = shape(written[key]), shape(field.annotation)
+        if not field.is_required() and field.default is None:
+            ours, theirs = ours - {type(None)}, theirs - {type(None)}
+        if ours != theirs:
+            found.append(f"{name}: the engine writes {sorted(map(str, ours - theirs))} that "
+                         f"the App refuses, the App takes {sorted(map(str, theirs - ours))}"
+                         " that the engine never writes")
+        for inner_typed, inner_model in zip(objects(written[key]), objects(field.annotation),
+                                            strict=False):
+            found += differences(inner_typed, inner_model, lenient)
+    return found
+
+
+def test_the_app_reads_exactly_the_report_the_engine_writes() -> None:
+    """checks/report_types.py (what mypy holds the engine to) and the App's strict models are
+    one contract: same keys, optionality, types and literal values, all the way down."""
+    assert differences(report_types.Report, EngineReport, frozenset(OLDER_REPORTS)) == []
+
+
+class _Inner(TypedDict):
+    side: Literal["reference", "candidate"]
+
+
+# The functional form: this module's annotations are strings, and Python 3.11 finds
+# NotRequired only in evaluated ones.
+_Written = TypedDict(  # noqa: UP013
+    "_Written", {"name": str, "count": NotRequired[int], "inner": list[_Inner]})
+_WrittenMore = TypedDict(  # noqa: UP013
+    "_WrittenMore", {"name": str, "count": NotRequired[int], "inner": list[_Inner], "new": bool})
+
+
+class _InnerModel(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    side: Literal["reference", "candidate"]
+
+
+class _Read(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+    name: Annotated[str, Field(max_length=10)]
+    count: int | None = None
+    inner: list[_InnerModel] = Field(max_length=3)
+
+
+def _read(**fields: Any) -> type[BaseModel]:
+    return create_model("_Read", __base__=_Read, **fields)
+
+
+def test_the_contract_check_names_each_difference() -> None:
+    """The walk above fails on a key on one side only (the engine's added alone, then the
+    App's), a changed optionality, type or literal set, also inside a nested object."""
+    assert differences(_Written, _Read) == []
+    assert differences(_WrittenMore, _Read) == [
+        "_Read.new: the engine writes it, the App refuses it"]
+    assert differences(_Written, _read(new=(bool | None, None))) == [
+        "_Read.new: the App reads it, the engine never writes it"]
+    assert differences(_Written, _read(count=(int, ...))) == [
+        "_Read.count: the engine may leave it out, the App requires it"]
+    assert differences(_Written, _read(name=(str, "x"))) == [
+        "_Read.name: the engine always writes it, the App takes it as optional"]
+    assert differences(_Written, _read(name=(str, "x")), frozenset({"_Read.name"})) == []
+    (retyped,) = differences(_Written, _read(name=(int, ...)))
+    assert retyped.startswith("_Read.name: the engine writes [\"<class 'str'>\"]")
+    wider = create_model("_InnerModel", __base__=_InnerModel,
+                         side=(Literal["reference", "candidate", "both"], ...))
+    (nested,) = differences(_Written, _read(inner=(list[wider], ...)))  # type: ignore[valid-type]
+    assert nested.startswith("_InnerModel.side: ") and "('=', 'both')" in nested
 
 
 def finding(**fields: Any) -> dict[str, Any]:

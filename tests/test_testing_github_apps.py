@@ -21,21 +21,14 @@ from testing_github import (
     INSTALLATION,
     NAME,
     OWNER,
-    app_client,
     assert_documented,
     fast,
-    installation_client,
-    serve_checked,
     signed_jwt,
     stranger_key,
     token_for,
 )
 
 from bot.testing.github import GitHubServer
-
-server = pytest.fixture(serve_checked, name="server")
-integration = pytest.fixture(app_client, name="integration")
-gh = pytest.fixture(installation_client, name="gh")
 
 
 def test_app_installations_and_tokens(server: GitHubServer, integration: GithubIntegration) -> None:

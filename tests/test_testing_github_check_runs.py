@@ -12,17 +12,10 @@ from testing_github import (
     HEAD,
     NAME,
     OWNER,
-    app_client,
-    installation_client,
-    serve_checked,
     token_for,
 )
 
 from bot.testing.github import GitHubServer
-
-server = pytest.fixture(serve_checked, name="server")
-integration = pytest.fixture(app_client, name="integration")
-gh = pytest.fixture(installation_client, name="gh")
 
 
 def make_annotations(count: int, start: int = 0) -> list[dict[str, Any]]:

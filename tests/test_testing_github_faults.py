@@ -12,18 +12,11 @@ from github.GithubException import RateLimitExceededException
 from testing_github import (
     NAME,
     OWNER,
-    app_client,
     fast,
-    installation_client,
-    serve_checked,
     token_for,
 )
 
 from bot.testing.github import GitHubServer
-
-server = pytest.fixture(serve_checked, name="server")
-integration = pytest.fixture(app_client, name="integration")
-gh = pytest.fixture(installation_client, name="gh")
 
 
 def test_server_errors_are_injected(server: GitHubServer, gh: Github) -> None:

@@ -8,17 +8,10 @@ from github import Github, GithubException
 from testing_github import (
     NAME,
     OWNER,
-    app_client,
-    installation_client,
-    serve_checked,
     token_for,
 )
 
 from bot.testing.github import GitHubServer
-
-server = pytest.fixture(serve_checked, name="server")
-integration = pytest.fixture(app_client, name="integration")
-gh = pytest.fixture(installation_client, name="gh")
 
 
 def test_comments_reactions_and_bot_login(server: GitHubServer, gh: Github) -> None:

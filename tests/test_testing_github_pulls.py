@@ -5,7 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import httpx
-import pytest
 from github import Github
 from testing_github import (
     BASE,
@@ -13,17 +12,10 @@ from testing_github import (
     HEAD2,
     NAME,
     OWNER,
-    app_client,
     file_text,
-    installation_client,
-    serve_checked,
 )
 
 from bot.testing.github import GitHubServer
-
-server = pytest.fixture(serve_checked, name="server")
-integration = pytest.fixture(app_client, name="integration")
-gh = pytest.fixture(installation_client, name="gh")
 
 
 def test_pull_request_fields(server: GitHubServer, gh: Github) -> None:

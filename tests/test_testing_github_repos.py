@@ -20,18 +20,11 @@ from testing_github import (
     INSTALLATION,
     NAME,
     OWNER,
-    app_client,
     file_text,
-    installation_client,
-    serve_checked,
     token_for,
 )
 
 from bot.testing.github import GitHubServer
-
-server = pytest.fixture(serve_checked, name="server")
-integration = pytest.fixture(app_client, name="integration")
-gh = pytest.fixture(installation_client, name="gh")
 
 
 def test_repository_and_contents(server: GitHubServer, gh: Github) -> None:

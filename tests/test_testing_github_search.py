@@ -13,16 +13,9 @@ from testing_github import (
     HEAD,
     NAME,
     OWNER,
-    app_client,
-    installation_client,
-    serve_checked,
 )
 
 from bot.testing.github import GitHubServer
-
-server = pytest.fixture(serve_checked, name="server")
-integration = pytest.fixture(app_client, name="integration")
-gh = pytest.fixture(installation_client, name="gh")
 
 
 def test_collaborator_permissions(server: GitHubServer, gh: Github) -> None:

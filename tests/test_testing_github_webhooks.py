@@ -6,7 +6,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,17 +16,14 @@ from testing_github import (
     INSTALLATION,
     NAME,
     OWNER,
+    WEBHOOKS,
     explain,
     fast,
-    serve_checked,
     token_for,
 )
 
 from bot.testing.github import GitHubServer, OpenApiSubset, load_subset
 
-server = pytest.fixture(serve_checked, name="server")
-
-WEBHOOKS = Path(__file__).parent / "fixtures" / "github" / "webhooks"
 # Where the real example payloads differ from GitHub's own webhook schemas: (path, message start).
 KNOWN_DEVIATIONS: dict[str, set[tuple[str, str]]] = {
     "check_run.rerequested": {

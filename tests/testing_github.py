@@ -1,8 +1,8 @@
-"""Shared by tests/test_testing_github_*.py: a started GitHub test server whose every
-response is checked against GitHub's OpenAPI description, PyGithub clients, tokens, JWTs.
+"""Shared by tests/test_testing_github_*.py: the GitHub test server seeded and with its every
+response checked against GitHub's OpenAPI description, PyGithub clients, tokens, JWTs.
 
-The fixtures are plain functions here; each test module registers those it uses
-(`server = pytest.fixture(serve_checked, name="server")`).
+A pytest plugin, listed once in ``conftest.py`` (``pytest_plugins``): its fixtures ``server``,
+``integration`` and ``gh`` are there for every test module, which just names them.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import jsonschema
 import jwt
+import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from github import Auth, Github, GithubIntegration
 
@@ -62,15 +63,16 @@ def explain(error: jsonschema.ValidationError) -> str:
     return f"{'/'.join(map(str, error.absolute_path))}: {error.message[:160]}"
 
 
-def serve_checked() -> Iterator[GitHubServer]:
-    """A started server with one installed repository and pull request #7; every response it
-    sent is checked against the OpenAPI schemas when the test ends."""
-    with GitHubServer() as github:
-        github.add_repo(OWNER, NAME, INSTALLATION, {BASE: BASE_TREE})
-        github.add_pull(OWNER, NAME, 7, HEAD, BASE, "Speed up add", "alice", head_tree=HEAD_TREE,
-                        files=[{"filename": "ops/add.py", "patch": "@@ -1,2 +1 @@\n-a\n-b\n+c"}])
-        yield github
-    assert_documented(github)
+@pytest.fixture()
+def server(github_server: GitHubServer) -> Iterator[GitHubServer]:
+    """The shared GitHub test server with one installed repository and pull request #7;
+    every response it sent is checked against the OpenAPI schemas when the test ends."""
+    github_server.add_repo(OWNER, NAME, INSTALLATION, {BASE: BASE_TREE})
+    github_server.add_pull(OWNER, NAME, 7, HEAD, BASE, "Speed up add", "alice",
+                           head_tree=HEAD_TREE, files=[{"filename": "ops/add.py",
+                                                        "patch": "@@ -1,2 +1 @@\n-a\n-b\n+c"}])
+    yield github_server
+    assert_documented(github_server)
 
 
 def assert_documented(server: GitHubServer) -> None:
@@ -81,13 +83,15 @@ def assert_documented(server: GitHubServer) -> None:
     assert not problems, "\n".join(problems[:20])
 
 
-def app_client(server: GitHubServer) -> GithubIntegration:
+@pytest.fixture()
+def integration(server: GitHubServer) -> GithubIntegration:
     """PyGithub's App client pointed at the server."""
     auth = Auth.AppAuth(server.app_id, server.private_key_pem)
     return GithubIntegration(auth=auth, base_url=server.url, **fast())
 
 
-def installation_client(integration: GithubIntegration) -> Github:
+@pytest.fixture()
+def gh(integration: GithubIntegration) -> Github:
     """PyGithub acting as the installation (it fetches and refreshes its own token)."""
     return integration.get_github_for_installation(INSTALLATION)
 

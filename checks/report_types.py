@@ -1,0 +1,118 @@
+"""The JSON report's shape as types: what ``checks.report.to_json`` writes, key by key.
+
+TypedDicts (the report is JSON), so the engine needs nothing beyond ``typing`` and mypy checks
+every place that writes a key. The App reads the same report back from the sandbox with the
+strict pydantic models of ``bot/engine_report.py``, which add the limits that untrusted input
+needs; ``tests/test_engine_report.py`` walks both and fails on any key, optionality or type
+that differs, so a key is added on both sides or on neither.
+
+A key is ``NotRequired`` when some reports lack it: what judging adds only to some findings
+(``max_abs``, ``judged_alone``, ``downstream_of``), and everything minimizing adds (left out
+with ``--no-minimize``; only ``minimize_error`` when minimizing the finding failed).
+
+No ``from __future__ import annotations`` here: Python 3.11 sees ``NotRequired`` only in an
+evaluated annotation, and ``__required_keys__`` must be right for the App's test to read.
+"""
+
+from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+
+from .findings import Kind
+from .triage import Verdict
+
+# A float, or its repr() where JSON has none (``_finite`` in checks/report.py).
+Measure: TypeAlias = float | Literal["inf", "-inf", "nan"]
+# Whom an oracle's result agrees with (checks/triage.py).
+Side: TypeAlias = Literal["reference", "candidate", "both", "neither", "no result"]
+
+
+class Evidence(TypedDict):
+    """Why triage gave its verdict (checks/triage.py); ``claim``, ``expected`` and
+    ``no_draft`` come from minimizing (checks/minimize.py)."""
+    oracles: dict[str, Side]
+    claim: NotRequired[str]
+    expected: NotRequired[str]
+    reference_rmse_vs_float64: NotRequired[Measure]
+    candidate_rmse_vs_float64: NotRequired[Measure]
+    multiplier: NotRequired[Measure]
+    floor: NotRequired[Measure]
+    float64: NotRequired[Literal["reference", "candidate", "neither"]]
+    finite_differences_eps: NotRequired[Measure]
+    finite_differences_rtol: NotRequired[Measure]
+    finite_differences_atol: NotRequired[Measure]
+    reference_grad_error_vs_finite_differences: NotRequired[Measure]
+    candidate_grad_error_vs_finite_differences: NotRequired[Measure]
+    reference_float64_grad_error_vs_finite_differences: NotRequired[Measure]
+    float64_relative_difference: NotRequired[Measure]
+    reference_ulps_vs_numpy: NotRequired[Measure]
+    candidate_ulps_vs_numpy: NotRequired[Measure]
+    noise_ulps: NotRequired[Measure]
+    spec_declares_invalid_input: NotRequired[bool]
+    third_frameworks_raise: NotRequired[list[bool]]
+    no_draft: NotRequired[str]
+
+
+class Shrink(TypedDict):
+    """The budget minimizing spent: oracle calls, and seconds (None without timings)."""
+    calls: int
+    seconds: float | None
+
+
+class Upstream(TypedDict):
+    """A finding of the same draw that this one's call took its inputs from."""
+    kind: Kind
+    op: str
+    node: str
+
+
+class FindingExtra(TypedDict, total=False):
+    """What a finding carries beyond its identity (``Finding.extra``), each key only in some
+    reports: what judging found, then what minimizing added (``Minimized.report_fields``:
+    all of it but ``repro_reference_only_verified``, which is only for a reference
+    suspect)."""
+    max_abs: Measure
+    max_rel: Measure
+    judged_alone: bool  # its call, fed the reference's inputs (checks/calls.py)
+    downstream_of: list[Upstream]
+    minimize_error: str | None  # why minimizing this finding failed; None once it worked
+    repro_program: dict[str, Any]
+    repro: str
+    repro_verified: bool
+    repro_output: str
+    repro_verify_note: str | None  # why the repro did not verify
+    repro_reference_only: str
+    repro_reference_only_verified: bool | None
+    verdict: Verdict
+    verdict_reason: str
+    evidence: Evidence
+    upstream_draft: str | None
+    upstream_title: str | None
+    upstream_url: str | None
+    shrink: Shrink
+
+
+class FindingEntry(FindingExtra):
+    """One finding in the report (``checks.findings.Finding.to_json``)."""
+    fingerprint: str
+    kind: Kind
+    op: str
+    spec: str
+    message: str
+    count: int
+    observation: str
+    node: str
+    program: dict[str, Any]
+    signature: str  # what failed, without values (checks/findings.py)
+    examples: list[str]  # distinct messages of merged draws
+
+
+class Report(TypedDict):
+    """The whole report (``checks.report.to_json``)."""
+    report_version: int
+    reference: str
+    candidate: str
+    seed: int
+    specs_run: int
+    specs: list[str]
+    programs_run: int
+    complete: bool  # False: the run was interrupted, findings so far
+    findings: list[FindingEntry]
