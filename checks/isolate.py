@@ -16,6 +16,7 @@ import numpy as np
 
 from .findings import Finding, Kind
 from .program import Observations, Program, reference_observations
+from .runtime.literals import node_refs
 from .runtime.replay import Hooks, bind_result, module_tensors, run_node
 from .runtime.replay import seed as seed_reference
 from .runtime.values import encode_array, is_tensor, to_numpy
@@ -91,7 +92,7 @@ class _Slicer:
         import torch
 
         built = self.by_id.get(old)
-        if built is None or built["op"] != "module" or _refs_in(built):
+        if built is None or built["op"] != "module" or node_refs(built):
             raise CannotSlice(f"module {old} was not built from literals")
         state = {k: encode_array(to_numpy(torch, t)[1]) for k, t in module_tensors(module).items()}
         return {"id": self._new_id(), "op": "module", "target": built["target"],
@@ -105,14 +106,6 @@ class _Slicer:
                 return self.ref(value["ref"])
             return {k: self.rewrite(v) for k, v in value.items()}
         return value
-
-
-def _refs_in(value: Any) -> bool:
-    if isinstance(value, dict):
-        return "ref" in value or any(_refs_in(v) for k, v in value.items() if k != "state")
-    if isinstance(value, list):
-        return any(_refs_in(v) for v in value)
-    return False
 
 
 @dataclass

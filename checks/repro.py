@@ -32,6 +32,7 @@ from .findings import Finding, Kind, node_of
 from .oracle import reference_observations
 from .program import Program
 from .report import environment
+from .runtime.literals import refs
 from .runtime.values import FLOAT_DTYPES
 
 STATUS_PREFIX = "alignbot-repro: "
@@ -73,11 +74,11 @@ def variable_names(program: Program) -> dict[str, str]:
             continue
         args = node.get("args", [])[1:] if node["op"] == "invoke" else node.get("args", [])
         for position, arg in enumerate(args):
-            for ref in _refs(arg):
+            for ref in refs(arg):
                 roles.setdefault(ref, POSITIONAL[position] if position < len(POSITIONAL)
                                  else f"arg{position}")
         for key, value in node.get("kwargs", {}).items():
-            for ref in _refs(value):
+            for ref in refs(value):
                 roles.setdefault(ref, key)
     calls = [n["id"] for n in nodes if n["op"] not in ("input", "module")]
     names: dict[str, str] = {}
@@ -91,14 +92,6 @@ def variable_names(program: Program) -> dict[str, str]:
         else:
             names[node["id"]] = take("tmp")
     return names
-
-
-def _refs(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [value["ref"]] if "ref" in value else [r for v in value.values() for r in _refs(v)]
-    if isinstance(value, list):
-        return [r for v in value for r in _refs(v)]
-    return []
 
 
 def _ref_name(names: dict[str, str], node_id: str) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
-    from .program_types import EncodedLiteral, Scalar
+    from .program_types import EncodedLiteral, Node, Scalar
 
 T = TypeVar("T")
 
@@ -95,3 +95,26 @@ def walk_literal(value: EncodedLiteral, visitor: LiteralVisitor[T]) -> T:
         inner = visitor.items("dict")
         return visitor.visit_dict({k: walk_literal(v, inner) for k, v in data["dict"].items()})
     raise ValueError(f"unknown literal {value!r}")
+
+
+def ref_of(value: object) -> str | None:
+    """The id a reference literal (``{"ref": "v3.1"}``) names; None for any other value."""
+    if isinstance(value, dict) and "ref" in value:
+        return cast(str, value["ref"])
+    return None
+
+
+def refs(value: object) -> list[str]:
+    """Every id an encoded literal refers to, in order, however deep; also of a list or a
+    dict of literals (a call's ``args``, its ``kwargs``)."""
+    if isinstance(value, dict):
+        ref = ref_of(value)
+        return [ref] if ref is not None else [r for v in value.values() for r in refs(v)]
+    if isinstance(value, list):
+        return [r for v in value for r in refs(v)]
+    return []
+
+
+def node_refs(node: Node) -> list[str]:
+    """What a node's arguments refer to: its ``args``, then its ``kwargs``."""
+    return refs(node.get("args", [])) + refs(node.get("kwargs", {}))

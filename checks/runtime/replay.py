@@ -142,6 +142,14 @@ class BackwardTracker:
         return {AUTOGRAD_KEY: {"t": "autograd", "calls": self.calls}}
 
 
+def per_call(obs: Observations) -> dict[str, dict[str, Any]]:
+    """What :class:`BackwardTracker` saw of each call's backward node, by call id; empty
+    where a side has no hook data."""
+    data = obs.get(AUTOGRAD_KEY) or {}
+    calls = data.get("calls") if isinstance(data, dict) else None
+    return calls if isinstance(calls, dict) else {}
+
+
 def resolve(torch: Any, target: str) -> Any:
     obj = torch
     for part in target.split(".")[1:]:
