@@ -36,7 +36,7 @@ from .findings import (
     upstream_of,
 )
 from .isolate import Sliced, slice_calls
-from .program import Observations, Program, reference_observations
+from .program import Node, Observations, Program, reference_observations, target_of
 from .runtime.replay import per_call
 from .spec import Spec
 
@@ -51,10 +51,10 @@ def outcome_finding(spec: Spec, program: Program, outcome: RunOutcome) -> Findin
     index = outcome.node_index
     key = ""
     if 0 <= index < len(nodes):
-        op, node = nodes[index].get("target", "input"), nodes[index]["id"]
+        op, node = target_of(nodes[index]), nodes[index]["id"]
     elif len(nodes) < index <= 2 * len(nodes):  # in the backward node of call index-len-1
         call = nodes[index - len(nodes) - 1]
-        op, node, key = call.get("target", "input"), call["id"], "backward"
+        op, node, key = target_of(call), call["id"], "backward"
     elif index >= len(nodes):
         op, node, key = BACKWARD_OP, "", "backward"
     else:
@@ -169,7 +169,7 @@ def _without_consequences(spec: Spec, program: Program, ref: Observations,
     return kept
 
 
-def _judge_alone(spec: Spec, program: Program, node: dict[str, Any], piece: Sliced,
+def _judge_alone(spec: Spec, program: Program, node: Node, piece: Sliced,
                  ref: Observations, candidate: CandidateProcess) -> list[Finding] | None:
     """The call's findings on its own, or None when the slice is no evidence."""
     try:
@@ -236,7 +236,7 @@ def _forward_keys(ref: Observations) -> dict[str, list[str]]:
     return keys
 
 
-def _gets_gradient(node: dict[str, Any], ref: Observations) -> bool:
+def _gets_gradient(node: Node, ref: Observations) -> bool:
     """The reference's chained run sent a gradient into this call's output (for an in-place
     call, whose result is the tensor it wrote into: that tensor is a floating one)."""
     if node.get("inplace"):

@@ -10,6 +10,7 @@ from enum import StrEnum
 from typing import Any
 
 from .compare import Mismatch, compare
+from .program import Node, Observations, Program, call_args, call_kwargs, target_of
 from .runtime.literals import node_refs, refs
 from .runtime.replay import AUTOGRAD_KEY, per_call
 
@@ -43,7 +44,7 @@ class Finding:
     op: str
     spec: str
     message: str
-    program: dict[str, Any]
+    program: Program
     key: str = ""
     node: str = ""
     count: int = 1
@@ -137,19 +138,19 @@ def error_signature(obs: dict[str, Any]) -> str:
     return f"{obs.get('type') or 'error'}: {mask(str(obs.get('message') or ''))}"
 
 
-def _call_keywords(program: dict[str, Any], node: dict[str, Any]) -> list[str]:
+def _call_keywords(program: Program, node: Node) -> list[str]:
     """The keyword names a call passes, with its module's constructor keywords."""
     nodes = {n["id"]: n for n in program["nodes"]}
-    names = set(node.get("kwargs") or {})
-    if node.get("op") == "invoke":
-        for ref in refs(node.get("args", [])[:1]):
+    names = set(call_kwargs(node))
+    if node["op"] == "invoke":
+        for ref in refs(call_args(node)[:1]):
             module = nodes.get(ref)
-            if module is not None and module.get("op") == "module":
-                names |= set(module.get("kwargs") or {})
+            if module is not None and module["op"] == "module":
+                names |= set(call_kwargs(module))
     return sorted(names)
 
 
-def _position(node: dict[str, Any], value: str) -> str:
+def _position(node: Node, value: str) -> str:
     """Which argument of ``node`` holds ``value`` (``arg0``, ``weight``, ``arg0:bias`` for a
     module's parameter), else ``upstream`` (a value the call's inputs were computed from)."""
     def holds(arg: Any) -> str | None:
@@ -160,34 +161,35 @@ def _position(node: dict[str, Any], value: str) -> str:
                 return value[len(ref):]
         return None
 
-    for index, arg in enumerate(node.get("args") or []):
+    kwargs = call_kwargs(node)
+    for index, arg in enumerate(call_args(node)):
         suffix = holds(arg)
         if suffix is not None:
             return f"arg{index}{suffix}"
-    for name in sorted(node.get("kwargs") or {}):
-        suffix = holds(node["kwargs"][name])
+    for name in sorted(kwargs):
+        suffix = holds(kwargs[name])
         if suffix is not None:
             return f"{name}{suffix}"
     return "upstream"
 
 
-def role(program: dict[str, Any], key: str, node_id: str) -> str:
+def role(program: Program, key: str, node_id: str) -> str:
     """What diverged, relative to the blamed call and without internal ids: ``out``,
     ``out.1``, ``self``, ``state.running_mean``, ``final:arg0``, ``grad:arg1``, ``grad:out``."""
     nodes = {n["id"]: n for n in program["nodes"]}
-    node = nodes.get(node_id, {})
+    node = nodes.get(node_id)
     if key.startswith(("grad:", "final:")):
         head, value = key.split(":", 1)
         if node_of(value) == node_id:
             rest = value[len(node_id):]
             return f"{head}:out{rest}" if rest[:1] != ":" else f"{head}:param{rest}"
-        return f"{head}:{_position(node, value)}"
+        return f"{head}:{'upstream' if node is None else _position(node, value)}"
     if "!" in key:
         return key.split("!", 1)[1]
     return "out" + key[len(node_of(key)):]
 
 
-def mismatch_signature(program: dict[str, Any], key: str, node_id: str,
+def mismatch_signature(program: Program, key: str, node_id: str,
                        obs: dict[str, Any] | None) -> str:
     """``out float32 kw=[beta,threshold]``: the role, the reference's dtype (or kind of
     value), and the keyword names the blamed call passes."""
@@ -242,7 +244,7 @@ def is_forward(key: str) -> bool:
 _NO_BACKWARD = {"t": "value", "value": None}
 
 
-def backward_mismatch(ref: dict[str, dict[str, Any]], cand: dict[str, dict[str, Any]]
+def backward_mismatch(ref: Observations, cand: Observations
                       ) -> Mismatch | None:
     """How the backward runs differ in raising (one side raised, or they raised
     differently), else None."""
@@ -251,7 +253,7 @@ def backward_mismatch(ref: dict[str, dict[str, Any]], cand: dict[str, dict[str, 
     return compare(ref.get("backward", _NO_BACKWARD), cand.get("backward", _NO_BACKWARD))
 
 
-def gradient_mismatches(ref: dict[str, dict[str, Any]], cand: dict[str, dict[str, Any]],
+def gradient_mismatches(ref: Observations, cand: Observations,
                         rtol: float | None = None, atol: float | None = None
                         ) -> dict[str, Mismatch]:
     """The gradients that differ, by key, in the reference's order."""
@@ -263,23 +265,23 @@ def gradient_mismatches(ref: dict[str, dict[str, Any]], cand: dict[str, dict[str
     return found
 
 
-def backward_agrees(ref: dict[str, dict[str, Any]], cand: dict[str, dict[str, Any]],
+def backward_agrees(ref: Observations, cand: Observations,
                     rtol: float | None = None, atol: float | None = None) -> bool:
     """Both backward runs raise alike and give the same gradients."""
     return backward_mismatch(ref, cand) is None and not gradient_mismatches(
         ref, cand, rtol, atol)
 
 
-def judge(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-          cand: dict[str, dict[str, Any]], spec: str,
+def judge(program: Program, ref: Observations,
+          cand: Observations, spec: str,
           rtol: float | None = None, atol: float | None = None) -> Finding | None:
     """The first divergence of :func:`judge_all`, or None."""
     found = judge_all(program, ref, cand, spec, rtol, atol)
     return found[0] if found else None
 
 
-def judge_all(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-              cand: dict[str, dict[str, Any]], spec: str,
+def judge_all(program: Program, ref: Observations,
+              cand: Observations, spec: str,
               rtol: float | None = None, atol: float | None = None) -> list[Finding]:
     """What the chained run shows: the first divergence, walking the program in call order,
     then final states, then the backward. A forward divergence ends the walk (every later
@@ -292,13 +294,13 @@ def judge_all(program: dict[str, Any], ref: dict[str, dict[str, Any]],
         node = nodes[node_of(key)]
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
-            return [finding(key, mismatch, node["id"], node.get("target", "input"))]
+            return [finding(key, mismatch, node["id"], target_of(node))]
     for key in (k for k in ref if k.startswith("final:")):
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
             inplace = [n for n in program["nodes"] if n.get("inplace")]
             blamed = inplace[-1] if inplace else nodes[node_of(key)]
-            return [finding(key, mismatch, blamed["id"], blamed.get("target", "input"))]
+            return [finding(key, mismatch, blamed["id"], target_of(blamed))]
     mismatch = backward_mismatch(ref, cand)
     if mismatch is not None:
         return [_backward_raised(program, ref, cand, mismatch, finding, spec)]
@@ -307,8 +309,8 @@ def judge_all(program: dict[str, Any], ref: dict[str, dict[str, Any]],
     return judge_gradients(program, ref, cand, spec, rtol, atol)
 
 
-def judge_gradients(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-                    cand: dict[str, dict[str, Any]], spec: str,
+def judge_gradients(program: Program, ref: Observations,
+                    cand: Observations, spec: str,
                     rtol: float | None = None, atol: float | None = None,
                     agreed_alone: Collection[str] | None = None) -> list[Finding]:
     """The wrong gradients of a backward that ran on both sides: those None on one side only
@@ -324,18 +326,18 @@ def judge_gradients(program: dict[str, Any], ref: dict[str, dict[str, Any]],
     if bad:
         blame = _blame_backward(program, bad, per_call(ref), per_call(cand), rtol, atol,
                                 agreed_alone)
-        op = str(blame.node.get("target", "input"))
+        op = target_of(blame.node)
         note = "" if blame.through is None else (
             f" (the gradient flows back through {op} ({blame.node['id']}), which wrote in "
-            f"place into a value computed from {blame.through.get('target', 'input')} "
+            f"place into a value computed from {target_of(blame.through)} "
             f"({blame.through['id']}); each call agrees on its own)")
         found.append(_finder(program, ref, cand, spec)(blame.key, bad[blame.key],
                                                        blame.node["id"], op, note))
     return found
 
 
-def _finder(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-            cand: dict[str, dict[str, Any]], spec: str) -> Callable[..., Finding]:
+def _finder(program: Program, ref: Observations,
+            cand: Observations, spec: str) -> Callable[..., Finding]:
     """A maker of the findings of one judged run: ``finding(key, mismatch, node_id, op)``,
     with a ``note`` after the message."""
     def finding(key: str, mismatch: Mismatch, node_id: str, op: str, note: str = ""
@@ -357,12 +359,13 @@ def _is_none(obs: dict[str, Any] | None) -> bool:
     return obs is not None and obs.get("t") == "value" and obs.get("value") is None
 
 
-def _none_gradients(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-                    cand: dict[str, dict[str, Any]], keys: list[str], spec: str) -> Finding:
+def _none_gradients(program: Program, ref: Observations,
+                    cand: Observations, keys: list[str], spec: str) -> Finding:
     """Gradients that one side gives as None and the other as a tensor: a behaviour of
     ``torch.autograd.grad`` itself, whatever calls the program makes, so one finding named
     after it (not one per op) whose signature says which side gave None and for what."""
-    leaves = set((program.get("backward") or {}).get("wrt") or [])
+    plan = program.get("backward")
+    leaves = set((plan.get("wrt") if plan else None) or [])
     first = keys[0]
     side = "candidate" if _is_none(cand.get(first)) else "reference"
     other = "reference" if side == "candidate" else "candidate"
@@ -375,7 +378,7 @@ def _none_gradients(program: dict[str, Any], ref: dict[str, dict[str, Any]],
                    else f"None on the {side} for a {what}")
 
 
-def _signature(program: dict[str, Any], kind: Kind, key: str, node_id: str,
+def _signature(program: Program, kind: Kind, key: str, node_id: str,
                ref: dict[str, Any] | None, cand: dict[str, Any] | None) -> str:
     if kind is Kind.REFERENCE_ERROR:
         return error_signature(ref or {})
@@ -384,8 +387,8 @@ def _signature(program: dict[str, Any], kind: Kind, key: str, node_id: str,
     return mismatch_signature(program, key, node_id, ref)
 
 
-def _backward_raised(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-                     cand: dict[str, dict[str, Any]], mismatch: Mismatch,
+def _backward_raised(program: Program, ref: Observations,
+                     cand: Observations, mismatch: Mismatch,
                      finding: Any, spec: str) -> Finding:
     """One side's backward raised: name the call whose backward node was running."""
     side = "reference" if mismatch.aspect == "reference-error" else "candidate"
@@ -394,7 +397,7 @@ def _backward_raised(program: dict[str, Any], ref: dict[str, dict[str, Any]],
     if node is None:
         result: Finding = finding("backward", mismatch, "", BACKWARD_OP)
         return result
-    op = str(node.get("target", "input"))
+    op = target_of(node)
     other = "candidate" if side == "reference" else "reference"
     message = (f"the backward of {op} ({node['id']}) raised {obs.get('type')}: "
                f"{obs.get('message')} on the {side}; the {other}'s backward ran")
@@ -411,7 +414,7 @@ def _squash(name: str) -> str:
     return name.lower().replace("_", "")
 
 
-def backward_call(program: dict[str, Any], obs: dict[str, Any]) -> dict[str, Any] | None:
+def backward_call(program: Program, obs: dict[str, Any]) -> Node | None:
     """The call whose backward raised: the node the hooks saw running (``obs["node"]``), else
     the call named by a backward function in the error (``TanhBackward0``,
     ``replication_pad2d_backward``), else None."""
@@ -425,7 +428,8 @@ def backward_call(program: dict[str, Any], obs: dict[str, Any]) -> dict[str, Any
         for node in reversed(program["nodes"]):
             if node["op"] in _NOT_CALLS or node.get("raises"):
                 continue
-            last = node.get("name") or str(node.get("target", "")).rsplit(".", 1)[-1]
+            own = node.get("name")
+            last = str(own) if own else str(node.get("target", "")).rsplit(".", 1)[-1]
             if _squash(last) == name:
                 return node
     return None
@@ -460,12 +464,12 @@ class Blame:
     """The call a wrong gradient is charged to, the gradient that shows it, and the call that
     was blamed first when an in-place call is charged instead (``through``)."""
 
-    node: dict[str, Any]
+    node: Node
     key: str
-    through: dict[str, Any] | None = None
+    through: Node | None = None
 
 
-def _blame_backward(program: dict[str, Any], bad: dict[str, Mismatch],
+def _blame_backward(program: Program, bad: dict[str, Mismatch],
                     ref_calls: dict[str, dict[str, Any]] | None = None,
                     cand_calls: dict[str, dict[str, Any]] | None = None,
                     rtol: float | None = None, atol: float | None = None,
@@ -490,9 +494,9 @@ def _blame_backward(program: dict[str, Any], bad: dict[str, Mismatch],
     return Blame(writers[-1], key, node) if writers else Blame(node, key)
 
 
-def _first_wrong(program: dict[str, Any], bad: dict[str, Mismatch],
+def _first_wrong(program: Program, bad: dict[str, Mismatch],
                  ref_calls: dict[str, dict[str, Any]], cand_calls: dict[str, dict[str, Any]],
-                 rtol: float | None, atol: float | None) -> tuple[dict[str, Any], str]:
+                 rtol: float | None, atol: float | None) -> tuple[Node, str]:
     bad_ids = {k[len("grad:"):] for k in bad}
     for node in reversed(program["nodes"]):
         if node["op"] in ("input", "module"):
@@ -515,7 +519,7 @@ def _first_wrong(program: dict[str, Any], bad: dict[str, Mismatch],
     return node, first
 
 
-def upstream_of(program: dict[str, Any]) -> dict[str, set[str]]:
+def upstream_of(program: Program) -> dict[str, set[str]]:
     """For each node, the nodes its inputs came from, transitively: what it refers to, and
     the in-place calls that changed those values before it ran."""
     mutated: dict[str, list[str]] = {}  # value id -> in-place calls so far, in order
@@ -531,7 +535,7 @@ def upstream_of(program: dict[str, Any]) -> dict[str, set[str]]:
                 seen |= ancestors.get(writer, set())
         ancestors[node["id"]] = seen
         if node.get("inplace"):
-            args = node.get("args", [])[1:] if node["op"] == "invoke" else node.get("args", [])
+            args = call_args(node)[1:] if node["op"] == "invoke" else call_args(node)
             for ref in refs(args[:1]):
                 mutated.setdefault(node_of(ref), []).append(node["id"])
     return ancestors

@@ -8,6 +8,7 @@ from .runtime.program_types import (
     AttrLiteral,
     BackwardPlan,
     CallNode,
+    CallOp,
     DeviceLiteral,
     DictLiteral,
     DtypeLiteral,
@@ -27,6 +28,10 @@ from .runtime.program_types import (
     SliceLiteral,
     TupleLiteral,
     UniformRecipe,
+    call_args,
+    call_kwargs,
+    is_call,
+    target_of,
 )
 from .runtime.program_types import (
     Program as ProgramData,
@@ -35,15 +40,14 @@ from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 
 __all__ = [
-    "AttrLiteral", "BackwardPlan", "CallNode", "DeviceLiteral", "DictLiteral", "DtypeLiteral",
-    "EllipsisLiteral", "EncodedArray", "EncodedLiteral", "FloatLiteral", "InputNode",
-    "LiteralRecipe", "Node", "NodeOp", "Observations", "PatternRecipe", "Program", "ProgramData",
-    "Recipe", "RefLiteral", "Scalar", "SizeLiteral", "SliceLiteral", "TupleLiteral",
-    "UniformRecipe", "reference_observations",
+    "AttrLiteral", "BackwardPlan", "CallNode", "CallOp", "DeviceLiteral", "DictLiteral",
+    "DtypeLiteral", "EllipsisLiteral", "EncodedArray", "EncodedLiteral", "FloatLiteral",
+    "InputNode", "LiteralRecipe", "Node", "NodeOp", "Observations", "PatternRecipe", "Program",
+    "ProgramData", "Recipe", "RefLiteral", "Scalar", "SizeLiteral", "SliceLiteral", "TupleLiteral",
+    "UniformRecipe", "call_args", "call_kwargs", "is_call", "reference_observations", "target_of",
 ]
 
-# The engine's signatures still take the loose form; ProgramData is the typed one.
-Program = dict[str, Any]
+Program = ProgramData
 Observations = dict[str, dict[str, Any]]
 
 

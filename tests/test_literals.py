@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from checks.runtime.literals import node_refs, ref_of, refs
+import pytest
+
+from checks.runtime.literals import is_ref, node_refs, ref_of, refs
 from checks.runtime.program_types import CallNode
 
 
@@ -14,9 +16,10 @@ def test_refs_are_found_however_deep_and_in_order() -> None:
 
 
 def test_ref_of_names_only_a_reference() -> None:
-    assert ref_of({"ref": "v3"}) == "v3"
-    assert ref_of({"tuple": [{"ref": "v3"}]}) is None
-    assert ref_of("v3") is None
+    assert ref_of({"ref": "v3"}) == "v3" and is_ref({"ref": "v3"})
+    assert not is_ref({"tuple": [{"ref": "v3"}]}) and not is_ref("v3")
+    with pytest.raises(ValueError, match="expected a reference literal"):
+        ref_of({"tuple": [{"ref": "v3"}]})
 
 
 def test_a_nodes_refs_are_its_args_then_its_kwargs() -> None:

@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
-    from .program_types import EncodedLiteral, Node, Scalar
+    from typing import TypeGuard
+
+    from .program_types import EncodedLiteral, Node, RefLiteral, Scalar
 
 T = TypeVar("T")
 
@@ -97,19 +99,26 @@ def walk_literal(value: EncodedLiteral, visitor: LiteralVisitor[T]) -> T:
     raise ValueError(f"unknown literal {value!r}")
 
 
-def ref_of(value: object) -> str | None:
-    """The id a reference literal (``{"ref": "v3.1"}``) names; None for any other value."""
-    if isinstance(value, dict) and "ref" in value:
-        return cast(str, value["ref"])
-    return None
+def is_ref(value: object) -> TypeGuard[RefLiteral]:
+    """A reference literal: ``{"ref": "v3.1"}``."""
+    return isinstance(value, dict) and "ref" in value
+
+
+def ref_of(value: object) -> str:
+    """The id a reference literal names; ``ValueError`` for any other value (a program whose
+    module or mutated tensor is not a value of its own is malformed)."""
+    if not is_ref(value):
+        raise ValueError(f"expected a reference literal, got {value!r:.80}")
+    return value["ref"]
 
 
 def refs(value: object) -> list[str]:
     """Every id an encoded literal refers to, in order, however deep; also of a list or a
     dict of literals (a call's ``args``, its ``kwargs``)."""
+    if is_ref(value):
+        return [value["ref"]]
     if isinstance(value, dict):
-        ref = ref_of(value)
-        return [ref] if ref is not None else [r for v in value.values() for r in refs(v)]
+        return [r for v in value.values() for r in refs(v)]
     if isinstance(value, list):
         return [r for v in value for r in refs(v)]
     return []
