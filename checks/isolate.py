@@ -111,9 +111,9 @@ class _Slicer:
     def rewrite(self, value: Any) -> Any:
         if isinstance(value, list):
             return [self.rewrite(v) for v in value]
+        if is_ref(value):
+            return self.ref(value["ref"])
         if isinstance(value, dict):
-            if "ref" in value:
-                return self.ref(value["ref"])
             return {k: self.rewrite(v) for k, v in value.items()}
         return value
 
