@@ -244,8 +244,7 @@ def is_forward(key: str) -> bool:
 _NO_BACKWARD = {"t": "value", "value": None}
 
 
-def backward_mismatch(ref: Observations, cand: Observations
-                      ) -> Mismatch | None:
+def backward_mismatch(ref: Observations, cand: Observations) -> Mismatch | None:
     """How the backward runs differ in raising (one side raised, or they raised
     differently), else None."""
     if "backward" not in ref and "backward" not in cand:
@@ -272,16 +271,14 @@ def backward_agrees(ref: Observations, cand: Observations,
         ref, cand, rtol, atol)
 
 
-def judge(program: Program, ref: Observations,
-          cand: Observations, spec: str,
+def judge(program: Program, ref: Observations, cand: Observations, spec: str,
           rtol: float | None = None, atol: float | None = None) -> Finding | None:
     """The first divergence of :func:`judge_all`, or None."""
     found = judge_all(program, ref, cand, spec, rtol, atol)
     return found[0] if found else None
 
 
-def judge_all(program: Program, ref: Observations,
-              cand: Observations, spec: str,
+def judge_all(program: Program, ref: Observations, cand: Observations, spec: str,
               rtol: float | None = None, atol: float | None = None) -> list[Finding]:
     """What the chained run shows: the first divergence, walking the program in call order,
     then final states, then the backward. A forward divergence ends the walk (every later
@@ -309,8 +306,7 @@ def judge_all(program: Program, ref: Observations,
     return judge_gradients(program, ref, cand, spec, rtol, atol)
 
 
-def judge_gradients(program: Program, ref: Observations,
-                    cand: Observations, spec: str,
+def judge_gradients(program: Program, ref: Observations, cand: Observations, spec: str,
                     rtol: float | None = None, atol: float | None = None,
                     agreed_alone: Collection[str] | None = None) -> list[Finding]:
     """The wrong gradients of a backward that ran on both sides: those None on one side only
@@ -336,8 +332,8 @@ def judge_gradients(program: Program, ref: Observations,
     return found
 
 
-def _finder(program: Program, ref: Observations,
-            cand: Observations, spec: str) -> Callable[..., Finding]:
+def _finder(program: Program, ref: Observations, cand: Observations, spec: str
+            ) -> Callable[..., Finding]:
     """A maker of the findings of one judged run: ``finding(key, mismatch, node_id, op)``,
     with a ``note`` after the message."""
     def finding(key: str, mismatch: Mismatch, node_id: str, op: str, note: str = ""
@@ -359,8 +355,8 @@ def _is_none(obs: dict[str, Any] | None) -> bool:
     return obs is not None and obs.get("t") == "value" and obs.get("value") is None
 
 
-def _none_gradients(program: Program, ref: Observations,
-                    cand: Observations, keys: list[str], spec: str) -> Finding:
+def _none_gradients(program: Program, ref: Observations, cand: Observations, keys: list[str],
+                    spec: str) -> Finding:
     """Gradients that one side gives as None and the other as a tensor: a behaviour of
     ``torch.autograd.grad`` itself, whatever calls the program makes, so one finding named
     after it (not one per op) whose signature says which side gave None and for what."""
@@ -387,16 +383,14 @@ def _signature(program: Program, kind: Kind, key: str, node_id: str,
     return mismatch_signature(program, key, node_id, ref)
 
 
-def _backward_raised(program: Program, ref: Observations,
-                     cand: Observations, mismatch: Mismatch,
-                     finding: Any, spec: str) -> Finding:
+def _backward_raised(program: Program, ref: Observations, cand: Observations,
+                     mismatch: Mismatch, finding: Callable[..., Finding], spec: str) -> Finding:
     """One side's backward raised: name the call whose backward node was running."""
     side = "reference" if mismatch.aspect == "reference-error" else "candidate"
     obs = (ref if side == "reference" else cand).get("backward") or {}
     node = backward_call(program, obs)
     if node is None:
-        result: Finding = finding("backward", mismatch, "", BACKWARD_OP)
-        return result
+        return finding("backward", mismatch, "", BACKWARD_OP)
     op = target_of(node)
     other = "candidate" if side == "reference" else "reference"
     message = (f"the backward of {op} ({node['id']}) raised {obs.get('type')}: "
