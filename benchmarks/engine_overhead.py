@@ -45,7 +45,8 @@ from checks.codegen import render_literal
 from checks.dsl import DrawContext
 from checks.engine import Observations, Program, Stats, check, draw_programs, evaluate, finish
 from checks.engine import trace_program as trace
-from checks.runtime.program_types import EncodedLiteral
+from checks.runtime.literals import is_ref, ref_of
+from checks.runtime.program_types import BackwardPlan, CallNode, EncodedLiteral, Node, Recipe
 from checks.runtime.replay import _from_numpy as from_numpy
 from checks.runtime.replay import make_input
 from checks.runtime.values import make_array
@@ -80,9 +81,9 @@ def _expr(value: EncodedLiteral, side: str) -> str:
     return render_literal(value, lambda ref: _var(ref, side), module=SIDES[side])
 
 
-def _call(node: dict[str, Any], side: str) -> str:
-    args = [_expr(a, side) for a in node.get("args", [])]
-    for key, value in node.get("kwargs", {}).items():
+def _call(node: CallNode, side: str) -> str:
+    args = [_expr(a, side) for a in node["args"]]
+    for key, value in node["kwargs"].items():
         args.append(f"{key}={_expr(value, side)}" if key.isidentifier()
                     else f"**{{{key!r}: {_expr(value, side)}}}")
     op = node["op"]
@@ -112,7 +113,7 @@ def _compare(value_id: str, ref: Observations) -> list[str]:
     return []
 
 
-def _node_lines(index: int, node: dict[str, Any], ref: Observations) -> list[str]:
+def _node_lines(index: int, node: Node, ref: Observations) -> list[str]:
     node_id = node["id"]
     if node["op"] == "input":
         return [f"{_var(node_id, s)} = make_input({SIDES[s]}, N[{index}])" for s in SIDES]
@@ -125,11 +126,11 @@ def _node_lines(index: int, node: dict[str, Any], ref: Observations) -> list[str
             lines.append(f"c_{node_id}.load_state_dict(r_{node_id}.state_dict())")
         return lines
     lines += _compare(node_id, ref)
-    first = (node.get("args") or [None])[0]
-    if node.get("inplace") and isinstance(first, dict) and "ref" in first:
+    first = (node["args"] or [None])[0]
+    if node.get("inplace") and is_ref(first):
         lines.append(f"close({_var(first['ref'], 'c')}, {_var(first['ref'], 'r')})")
     if node["op"] == "invoke":
-        module = node["args"][0]["ref"]
+        module = ref_of(node["args"][0])
         for key in ref:
             if key.startswith(f"{node_id}!state."):
                 name = key.split("!state.", 1)[1]
@@ -138,7 +139,7 @@ def _node_lines(index: int, node: dict[str, Any], ref: Observations) -> list[str
     return lines
 
 
-def _backward_lines(plan: dict[str, Any] | None, ref: Observations) -> list[str]:
+def _backward_lines(plan: BackwardPlan | None, ref: Observations) -> list[str]:
     """Backward as the engine runs it: seeded upstream gradients, then one ``autograd.grad``
     for the leaves and, when the plan lists them, one for the intermediates."""
     if not plan:
@@ -182,7 +183,7 @@ class _ExpectRaise(contextlib.AbstractContextManager[None]):
         return True
 
 
-def _seed_grad(side: Any, recipe: dict[str, Any], out: Any) -> Any:
+def _seed_grad(side: Any, recipe: Recipe, out: Any) -> Any:
     # The engine's own tensor builder, so that both paths build the same upstream gradient.
     return from_numpy(side, make_array(recipe, "float64", list(out.shape))).to(out.dtype)
 
@@ -202,9 +203,9 @@ def compile_direct(program: Program, ref: Observations, spec: Spec, compare: boo
     def skip(actual: Any, expected: Any) -> None:
         pass
 
-    plan = program.get("backward") or {}
+    plan = program.get("backward")
     namespace: dict[str, Any] = {
-        "N": program["nodes"], "S": plan.get("seeds", []), "make_input": make_input,
+        "N": program["nodes"], "S": plan["seeds"] if plan else [], "make_input": make_input,
         "seed_grad": _seed_grad, "close": close if compare else skip,
         "same": same if compare else skip, "expect_raise": _ExpectRaise}
     code = compile(direct_source(program, ref), f"<direct {spec.name}>", "exec")

@@ -25,15 +25,19 @@ from .findings import (
     MISMATCH_KINDS,
     Finding,
     Kind,
+    backward_agrees,
+    is_forward,
     judge_all,
+    judge_gradients,
     mask,
     mismatch_signature,
     node_of,
     role,
+    upstream_of,
 )
 from .isolate import Sliced, slice_calls
-from .program import Observations, Program, reference_observations
-from .runtime.replay import AUTOGRAD_KEY
+from .program import Node, Observations, Program, reference_observations, target_of
+from .runtime.replay import per_call
 from .spec import Spec
 
 if TYPE_CHECKING:  # report_types imports this module's importers
@@ -50,10 +54,10 @@ def outcome_finding(spec: Spec, program: Program, outcome: RunOutcome) -> Findin
     index = outcome.node_index
     key = ""
     if 0 <= index < len(nodes):
-        op, node = nodes[index].get("target", "input"), nodes[index]["id"]
+        op, node = target_of(nodes[index]), nodes[index]["id"]
     elif len(nodes) < index <= 2 * len(nodes):  # in the backward node of call index-len-1
         call = nodes[index - len(nodes) - 1]
-        op, node, key = call.get("target", "input"), call["id"], "backward"
+        op, node, key = target_of(call), call["id"], "backward"
     elif index >= len(nodes):
         op, node, key = BACKWARD_OP, "", "backward"
     else:
@@ -99,8 +103,9 @@ def judge_calls(spec: Spec, program: Program, ref: Observations, cand: Observati
     blamed = {f.node for f in found}
     to_confirm = {f.node: f for f in found if f.kind is Kind.GRAD and f.node
                   and not f.extra.get("judged_alone")}
-    backward_agrees = _backward_agrees(ref, cand, spec)
-    ref_calls, cand_calls = _per_call(ref), _per_call(cand)
+    agrees = backward_agrees(ref, cand, spec.rtol, spec.atol)
+    ref_calls, cand_calls = per_call(ref), per_call(cand)
+    forward = _forward_keys(ref)
     wanted: dict[int, tuple[bool, bool]] = {}
     for index, node in enumerate(nodes):
         if node["op"] in _NOT_CALLS or (node["id"] in blamed and node["id"] not in to_confirm):
@@ -108,8 +113,9 @@ def judge_calls(spec: Spec, program: Program, ref: Observations, cand: Observati
         if only is not None and node.get("target") != only:
             continue
         inplace = bool(node.get("inplace"))
-        forward_ok = _forward_agrees(node["id"], ref, cand, spec)
-        backward = (bool(program.get("backward")) and not backward_agrees
+        forward_ok = all(compare(ref[k], cand.get(k), spec.rtol, spec.atol) is None
+                         for k in forward.get(node["id"], []))
+        backward = (bool(program.get("backward")) and not agrees
                     and _gets_gradient(node, ref)
                     and not _call_agrees(ref_calls.get(node["id"]),
                                          cand_calls.get(node["id"]), spec))
@@ -136,51 +142,37 @@ def judge_calls(spec: Spec, program: Program, ref: Observations, cand: Observati
                 blamed_here.extra["judged_alone"] = True
             new = [f for f in new if f not in confirmed]
         alone += new
-    return _without_consequences(program, ref, found, alone, to_confirm, judged) + alone
+    agreed = judged - {n for n, f in to_confirm.items() if f.extra.get("judged_alone")}
+    return _without_consequences(spec, program, ref, cand, found, alone, to_confirm,
+                                 agreed) + alone
 
 
-def _without_consequences(program: Program, ref: Observations, found: list[Finding],
-                          alone: list[Finding], to_confirm: dict[str, Finding],
-                          judged: set[str]) -> list[Finding]:
-    """The chained findings, less the wrong gradients blamed on a call that was judged
-    alone and agreed: dropped when another finding of the draw lies downstream of it (the
-    wrong gradient came from there), else charged to the last in-place call that wrote into
-    a value computed from it (each call agrees alone; writing in place, through a view or
-    not, is what the candidate's autograd gets wrong)."""
+def _without_consequences(spec: Spec, program: Program, ref: Observations,
+                          cand: Observations, found: list[Finding], alone: list[Finding],
+                          to_confirm: dict[str, Finding], agreed: set[str]) -> list[Finding]:
+    """The chained findings, less the wrong gradients blamed on a call that agreed alone
+    (``agreed``), or on no call at all (an input, a module): dropped when another finding of
+    the draw lies downstream of it (the wrong gradient came from there), else blamed again
+    knowing which calls agreed alone (:func:`checks.findings.judge_gradients`)."""
     ancestors = upstream_of(program)
     everything = found + alone
     kept = []
     calls = {n["id"] for n in program["nodes"] if n["op"] not in _NOT_CALLS}
     for finding in found:
         node = finding.node
-        # blamed on a call that agrees alone, or on no call at all (an input, a module)
-        unconfirmed = node in judged or node not in calls
-        if node in to_confirm and unconfirmed and not finding.extra.get("judged_alone"):
+        if node in to_confirm and (node in agreed or node not in calls):
             below = [g for g in everything if g is not finding and g.node
                      and node in ancestors.get(g.node, set())]
             if below:
                 continue
-            writers = [n for n in program["nodes"] if n.get("inplace")
-                       and node in ancestors.get(n["id"], set())]
-            if writers:
-                finding = _charged_to(program, ref, finding, writers[-1])
+            finding = next(f for f in judge_gradients(program, ref, cand, spec.name,
+                                                      spec.rtol, spec.atol, agreed)
+                           if f.node)
         kept.append(finding)
     return kept
 
 
-def _charged_to(program: Program, ref: Observations, finding: Finding,
-                writer: dict[str, Any]) -> Finding:
-    op = str(writer.get("target", "input"))
-    message = (f"{finding.message} (the gradient flows back through {op} ({writer['id']}), "
-               f"which wrote in place into a value computed from {finding.op} "
-               f"({finding.node}); each call agrees on its own)")
-    return Finding(finding.kind, op, finding.spec, message, program, finding.key,
-                   writer["id"], extra=finding.extra.copy(),
-                   signature=mismatch_signature(program, finding.key, writer["id"],
-                                                ref.get(finding.key)))
-
-
-def _judge_alone(spec: Spec, program: Program, node: dict[str, Any], piece: Sliced,
+def _judge_alone(spec: Spec, program: Program, node: Node, piece: Sliced,
                  ref: Observations, candidate: CandidateProcess) -> list[Finding] | None:
     """The call's findings on its own, or None when the slice is no evidence."""
     try:
@@ -239,22 +231,15 @@ def _mapped(finding: Finding, program: Program, piece: Sliced) -> Finding:
                    key, node, extra=extra, signature=signature)
 
 
-def _forward_agrees(node_id: str, ref: Observations, cand: Observations, spec: Spec) -> bool:
-    keys = [k for k in ref if node_of(k) == node_id
-            and not k.startswith(("grad:", "final:")) and k not in ("backward", AUTOGRAD_KEY)]
-    return all(compare(ref[k], cand.get(k), spec.rtol, spec.atol) is None for k in keys)
+def _forward_keys(ref: Observations) -> dict[str, list[str]]:
+    """The reference's forward observations, by the node they belong to."""
+    keys: dict[str, list[str]] = {}
+    for key in (k for k in ref if is_forward(k)):
+        keys.setdefault(node_of(key), []).append(key)
+    return keys
 
 
-def _backward_agrees(ref: Observations, cand: Observations, spec: Spec) -> bool:
-    nothing = {"t": "value", "value": None}
-    if ("backward" in ref or "backward" in cand) and compare(
-            ref.get("backward", nothing), cand.get("backward", nothing)) is not None:
-        return False
-    return all(compare(ref[k], cand.get(k), spec.rtol, spec.atol) is None
-               for k in ref if k.startswith("grad:"))
-
-
-def _gets_gradient(node: dict[str, Any], ref: Observations) -> bool:
+def _gets_gradient(node: Node, ref: Observations) -> bool:
     """The reference's chained run sent a gradient into this call's output (for an in-place
     call, whose result is the tensor it wrote into: that tensor is a floating one)."""
     if node.get("inplace"):
@@ -263,12 +248,6 @@ def _gets_gradient(node: dict[str, Any], ref: Observations) -> bool:
             ("float", "bfloat", "complex"))
     return any(key.startswith("grad:") and node_of(key) == node["id"]
                and ref[key].get("t") == "tensor" for key in ref)
-
-
-def _per_call(obs: Observations) -> dict[str, dict[str, Any]]:
-    data = obs.get(AUTOGRAD_KEY) or {}
-    calls = data.get("calls") if isinstance(data, dict) else None
-    return calls if isinstance(calls, dict) else {}
 
 
 def _call_agrees(mine: dict[str, Any] | None, theirs: dict[str, Any] | None,
@@ -285,29 +264,6 @@ def _call_agrees(mine: dict[str, Any] | None, theirs: dict[str, Any] | None,
     return True
 
 
-def upstream_of(program: Program) -> dict[str, set[str]]:
-    """For each node, the nodes its inputs came from, transitively: what it refers to, and
-    the in-place calls that changed those values before it ran."""
-    mutated: dict[str, list[str]] = {}  # value id -> in-place calls so far, in order
-    ancestors: dict[str, set[str]] = {}
-    for node in program["nodes"]:
-        direct = {node_of(r) for r in _refs(node.get("args", []))
-                  + _refs(node.get("kwargs", {}))}
-        seen: set[str] = set()
-        for base in direct:
-            seen.add(base)
-            seen |= ancestors.get(base, set())
-            for writer in mutated.get(base, []):
-                seen.add(writer)
-                seen |= ancestors.get(writer, set())
-        ancestors[node["id"]] = seen
-        if node.get("inplace"):
-            args = node.get("args", [])[1:] if node["op"] == "invoke" else node.get("args", [])
-            for ref in _refs(args[:1]):
-                mutated.setdefault(node_of(ref), []).append(node["id"])
-    return ancestors
-
-
 def mark_downstream(program: Program, found: list[Finding]) -> None:
     """``downstream_of`` on each finding whose call took a value computed, in this draw,
     from a call that has a finding of its own."""
@@ -319,12 +275,3 @@ def mark_downstream(program: Program, found: list[Finding]) -> None:
             finding.extra["downstream_of"] = [
                 {"kind": g.kind, "op": g.op, "node": g.node} for g in roots]
 
-
-def _refs(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        if "ref" in value:
-            return [value["ref"]]
-        return [r for v in value.values() for r in _refs(v)]
-    if isinstance(value, list):
-        return [r for v in value for r in _refs(v)]
-    return []

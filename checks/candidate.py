@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .program import Program
 from .runtime.wire import WireError, read_message, write_message
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
@@ -142,11 +143,11 @@ class CandidateProcess:
         except (WireError, ConnectionResetError):
             return None
 
-    def run(self, program: dict[str, Any]) -> RunOutcome:
+    def run(self, program: Program) -> RunOutcome:
         self.submit(program)
         return self.collect()
 
-    def submit(self, program: dict[str, Any]) -> None:
+    def submit(self, program: Program) -> None:
         """Start replaying ``program``; the engine can trace the next one meanwhile.
         At most one program is in flight: ``collect`` before the next ``submit``."""
         assert self._deadline is None, "collect() the previous program first"

@@ -8,7 +8,7 @@ from typing import Any
 import numpy as np
 
 from .runtime.literals import LiteralVisitor, walk_literal
-from .runtime.program_types import EncodedLiteral, Recipe, Scalar
+from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Recipe, Scalar
 from .runtime.values import FLOAT_DTYPES, decode_array, make_array
 
 LITERAL_LIMIT = 64
@@ -159,7 +159,7 @@ class LiteralWriter(LiteralVisitor[str]):
         return "{" + ", ".join(f"{k!r}: {v}" for k, v in items.items()) + "}"
 
 
-def _call_args(node: dict[str, Any], names: dict[str, str], skip: int = 0,
+def _call_args(node: CallNode, names: dict[str, str], skip: int = 0,
                float_dtype: str | None = None) -> str:
     args = [literal(a, names, float_dtype=float_dtype) for a in node.get("args", [])[skip:]]
     args += [f"{k}={literal(v, names, float_dtype=float_dtype)}"
@@ -167,7 +167,7 @@ def _call_args(node: dict[str, Any], names: dict[str, str], skip: int = 0,
     return ", ".join(args)
 
 
-def statements(program: dict[str, Any], wrap: bool = False,
+def statements(program: Program, wrap: bool = False,
                float_dtype: str | None = None, names: dict[str, str] | None = None,
                device: bool = False) -> Iterator[str]:
     """One statement per node; names are ``names[node id]`` (default: the node ids, ``v0``,
@@ -182,35 +182,35 @@ def statements(program: dict[str, Any], wrap: bool = False,
         node_id, op = node["id"], node["op"]
         name = chosen.get(node_id) or (node_id if op != "module" else "m" + node_id[1:])
         names[node_id] = name
-        if op == "input":
+        if node["op"] == "input":
             grad = bool(node.get("requires_grad"))
             expr = tensor_expr(node["recipe"], node["dtype"], node["shape"], grad and not device,
                                fd)
             if device:
                 expr += ".to(device)" + (".requires_grad_()" if grad else "")
             yield f"{name} = {expr}"
-        elif op == "module":
+        elif node["op"] == "module":
             to = f".to({fd})" if fd else ".to(device)" if device else ""
             yield f"{name} = {node['target']}({_call_args(node, names, float_dtype=fd)}){to}"
             yield from _state_lines(name, node, program["nodes"][:position])
-        elif op == "call":
+        elif node["op"] == "call":
             fn = node["target"]
             if wrap:
                 fn = f"call({fn!r}, {fn})"
             yield f"{name} = {fn}({_call_args(node, names, float_dtype=fd)})"
-        elif op == "invoke":
+        elif node["op"] == "invoke":
             module = literal(node["args"][0], names)
             fn = f"call({node['target']!r}, {module})" if wrap else module
             yield f"{name} = {fn}({_call_args(node, names, skip=1, float_dtype=fd)})"
-        elif op == "getattr":
+        elif node["op"] == "getattr":
             yield f"{name} = {literal(node['args'][0], names)}.{node['name']}"
-        elif op == "method":
+        elif node["op"] == "method":
             yield from _method(node, names, name, wrap, fd)
         for index in range(8):
             names.setdefault(f"{node_id}.{index}", f"{name}[{index}]")
 
 
-def _method(node: dict[str, Any], names: dict[str, str], name: str, wrap: bool,
+def _method(node: CallNode, names: dict[str, str], name: str, wrap: bool,
             fd: str | None) -> Iterator[str]:
     method = node["name"]
     args = node.get("args", [])
@@ -238,8 +238,7 @@ def _method(node: dict[str, Any], names: dict[str, str], name: str, wrap: bool,
         yield f"{name} = {this}.{method}({_call_args(node, names, skip=1, float_dtype=fd)})"
 
 
-def _state_lines(name: str, node: dict[str, Any], before: list[dict[str, Any]]
-                 ) -> Iterator[str]:
+def _state_lines(name: str, node: CallNode, before: list[Node]) -> Iterator[str]:
     """Set the module's parameters and buffers that a fresh module would not already have."""
     fresh = _fresh_state(node, before)
     lines = []
@@ -260,7 +259,7 @@ def _state_lines(name: str, node: dict[str, Any], before: list[dict[str, Any]]
         yield from lines
 
 
-def _fresh_state(node: dict[str, Any], before: list[dict[str, Any]]) -> dict[str, np.ndarray]:
+def _fresh_state(node: CallNode, before: list[Node]) -> dict[str, np.ndarray]:
     """The state a module gets when constructed twice with different seeds, where it agrees
     (deterministic initialisations such as BatchNorm's ones and zeros). ``before`` are the
     nodes that precede the module: its arguments may refer to them (``weight=v0``). A module
@@ -283,7 +282,9 @@ def _fresh_state(node: dict[str, Any], before: list[dict[str, Any]]) -> dict[str
                 except Exception:
                     if not earlier.get("raises"):
                         raise
-            module = run_node(torch, {**node, "state": {}}, values, Hooks())
+            fresh = node.copy()
+            fresh["state"] = {}
+            module = run_node(torch, fresh, values, Hooks())
         except Exception:
             return {}
         states.append({k: to_numpy(torch, t)[1] for k, t in module_tensors(module).items()})

@@ -4,12 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from .compare import Mismatch, compare
-from .runtime.replay import AUTOGRAD_KEY
+from .program import (
+    Node,
+    Observations,
+    Program,
+    as_json,
+    call_args,
+    call_kwargs,
+    target_of,
+)
+from .runtime.literals import node_refs, refs
+from .runtime.replay import AUTOGRAD_KEY, per_call
 
 if TYPE_CHECKING:  # report_types names Kind
     from .report_types import FindingEntry, FindingExtra
@@ -48,7 +59,7 @@ class Finding:
     op: str
     spec: str
     message: str
-    program: dict[str, Any]
+    program: Program
     key: str = ""
     node: str = ""
     count: int = 1
@@ -101,7 +112,7 @@ class Finding:
     def to_json(self) -> FindingEntry:
         return {"fingerprint": self.fingerprint, "kind": self.kind, "op": self.op,
                 "spec": self.spec, "message": self.message, "count": self.count,
-                "observation": self.key, "node": self.node, "program": self.program,
+                "observation": self.key, "node": self.node, "program": as_json(self.program),
                 "signature": self.signature, "examples": list(self.examples), **self.extra}
 
 
@@ -140,57 +151,58 @@ def error_signature(obs: dict[str, Any]) -> str:
     return f"{obs.get('type') or 'error'}: {mask(str(obs.get('message') or ''))}"
 
 
-def _call_keywords(program: dict[str, Any], node: dict[str, Any]) -> list[str]:
+def _call_keywords(program: Program, node: Node) -> list[str]:
     """The keyword names a call passes, with its module's constructor keywords."""
     nodes = {n["id"]: n for n in program["nodes"]}
-    names = set(node.get("kwargs") or {})
-    if node.get("op") == "invoke":
-        for ref in _refs(node.get("args", [])[:1]):
+    names = set(call_kwargs(node))
+    if node["op"] == "invoke":
+        for ref in refs(call_args(node)[:1]):
             module = nodes.get(ref)
-            if module is not None and module.get("op") == "module":
-                names |= set(module.get("kwargs") or {})
+            if module is not None and module["op"] == "module":
+                names |= set(call_kwargs(module))
     return sorted(names)
 
 
-def _position(node: dict[str, Any], value: str) -> str:
+def _position(node: Node, value: str) -> str:
     """Which argument of ``node`` holds ``value`` (``arg0``, ``weight``, ``arg0:bias`` for a
     module's parameter), else ``upstream`` (a value the call's inputs were computed from)."""
     def holds(arg: Any) -> str | None:
-        for ref in _refs(arg):
+        for ref in refs(arg):
             if value == ref:
                 return ""
             if value.startswith(ref + ":"):
                 return value[len(ref):]
         return None
 
-    for index, arg in enumerate(node.get("args") or []):
+    kwargs = call_kwargs(node)
+    for index, arg in enumerate(call_args(node)):
         suffix = holds(arg)
         if suffix is not None:
             return f"arg{index}{suffix}"
-    for name in sorted(node.get("kwargs") or {}):
-        suffix = holds(node["kwargs"][name])
+    for name in sorted(kwargs):
+        suffix = holds(kwargs[name])
         if suffix is not None:
             return f"{name}{suffix}"
     return "upstream"
 
 
-def role(program: dict[str, Any], key: str, node_id: str) -> str:
+def role(program: Program, key: str, node_id: str) -> str:
     """What diverged, relative to the blamed call and without internal ids: ``out``,
     ``out.1``, ``self``, ``state.running_mean``, ``final:arg0``, ``grad:arg1``, ``grad:out``."""
     nodes = {n["id"]: n for n in program["nodes"]}
-    node = nodes.get(node_id, {})
+    node = nodes.get(node_id)
     if key.startswith(("grad:", "final:")):
         head, value = key.split(":", 1)
         if node_of(value) == node_id:
             rest = value[len(node_id):]
             return f"{head}:out{rest}" if rest[:1] != ":" else f"{head}:param{rest}"
-        return f"{head}:{_position(node, value)}"
+        return f"{head}:{'upstream' if node is None else _position(node, value)}"
     if "!" in key:
         return key.split("!", 1)[1]
     return "out" + key[len(node_of(key)):]
 
 
-def mismatch_signature(program: dict[str, Any], key: str, node_id: str,
+def mismatch_signature(program: Program, key: str, node_id: str,
                        obs: dict[str, Any] | None) -> str:
     """``out float32 kw=[beta,threshold]``: the role, the reference's dtype (or kind of
     value), and the keyword names the blamed call passes."""
@@ -236,81 +248,119 @@ def node_of(key: str) -> str:
     return key.split(":")[0].split("!")[0].split(".")[0]
 
 
-def _refs(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        if "ref" in value:
-            return [value["ref"]]
-        return [r for v in value.values() for r in _refs(v)]
-    if isinstance(value, list):
-        return [r for v in value for r in _refs(v)]
-    return []
+def is_forward(key: str) -> bool:
+    """An observation of the forward run: a call's result, a mutated argument or buffer (not
+    a final state, a gradient, the backward's error or the per-call hook data)."""
+    return not key.startswith(("grad:", "final:")) and key not in ("backward", AUTOGRAD_KEY)
 
 
-def judge(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-          cand: dict[str, dict[str, Any]], spec: str,
+_NO_BACKWARD = {"t": "value", "value": None}
+
+
+def backward_mismatch(ref: Observations, cand: Observations) -> Mismatch | None:
+    """How the backward runs differ in raising (one side raised, or they raised
+    differently), else None."""
+    if "backward" not in ref and "backward" not in cand:
+        return None
+    return compare(ref.get("backward", _NO_BACKWARD), cand.get("backward", _NO_BACKWARD))
+
+
+def gradient_mismatches(ref: Observations, cand: Observations,
+                        rtol: float | None = None, atol: float | None = None
+                        ) -> dict[str, Mismatch]:
+    """The gradients that differ, by key, in the reference's order."""
+    found = {}
+    for key in (k for k in ref if k.startswith("grad:")):
+        mismatch = compare(ref[key], cand.get(key), rtol, atol)
+        if mismatch is not None:
+            found[key] = mismatch
+    return found
+
+
+def backward_agrees(ref: Observations, cand: Observations,
+                    rtol: float | None = None, atol: float | None = None) -> bool:
+    """Both backward runs raise alike and give the same gradients."""
+    return backward_mismatch(ref, cand) is None and not gradient_mismatches(
+        ref, cand, rtol, atol)
+
+
+def judge(program: Program, ref: Observations, cand: Observations, spec: str,
           rtol: float | None = None, atol: float | None = None) -> Finding | None:
     """The first divergence of :func:`judge_all`, or None."""
     found = judge_all(program, ref, cand, spec, rtol, atol)
     return found[0] if found else None
 
 
-def judge_all(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-              cand: dict[str, dict[str, Any]], spec: str,
+def judge_all(program: Program, ref: Observations, cand: Observations, spec: str,
               rtol: float | None = None, atol: float | None = None) -> list[Finding]:
     """What the chained run shows: the first divergence, walking the program in call order,
     then final states, then the backward. A forward divergence ends the walk (every later
-    value is fed by it: :func:`checks.engine.judge_calls` judges those calls on the
+    value is fed by it: :func:`checks.calls.judge_calls` judges those calls on the
     reference's inputs instead). In the backward, a gradient that is None on one side only
     is one autograd-level finding, apart from the call blamed for wrong gradients."""
     nodes = {n["id"]: n for n in program["nodes"]}
-
-    def finding(key: str, mismatch: Mismatch, node_id: str, op: str) -> Finding:
-        extra: FindingExtra = {}
-        if mismatch.max_abs is not None and mismatch.max_rel is not None:
-            extra = {"max_abs": mismatch.max_abs, "max_rel": mismatch.max_rel}
-        message = f"{describe_key(key)}: {mismatch.message}"
-        kind = _kind_for(key, mismatch)
-        return Finding(kind, op, spec, message, program, key, node_id, extra=extra,
-                       signature=_signature(program, kind, key, node_id, ref.get(key),
-                                            cand.get(key)))
-
-    forward = [k for k in ref if not k.startswith(("grad:", "final:"))
-               and k not in ("backward", AUTOGRAD_KEY)]
-    for key in forward:
+    finding = _finder(program, ref, cand, spec)
+    for key in (k for k in ref if is_forward(k)):
         node = nodes[node_of(key)]
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
-            return [finding(key, mismatch, node["id"], node.get("target", "input"))]
+            return [finding(key, mismatch, node["id"], target_of(node))]
     for key in (k for k in ref if k.startswith("final:")):
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
             inplace = [n for n in program["nodes"] if n.get("inplace")]
             blamed = inplace[-1] if inplace else nodes[node_of(key)]
-            return [finding(key, mismatch, blamed["id"], blamed.get("target", "input"))]
-    if "backward" in ref or "backward" in cand:
-        mismatch = compare(ref.get("backward", {"t": "value", "value": None}),
-                           cand.get("backward", {"t": "value", "value": None}))
-        if mismatch is not None:
-            return [_backward_raised(program, ref, cand, mismatch, finding, spec)]
-        if "backward" in ref:
-            return []
+            return [finding(key, mismatch, blamed["id"], target_of(blamed))]
+    mismatch = backward_mismatch(ref, cand)
+    if mismatch is not None:
+        return [_backward_raised(program, ref, cand, mismatch, finding, spec)]
+    if "backward" in ref:
+        return []
+    return judge_gradients(program, ref, cand, spec, rtol, atol)
+
+
+def judge_gradients(program: Program, ref: Observations, cand: Observations, spec: str,
+                    rtol: float | None = None, atol: float | None = None,
+                    agreed_alone: Collection[str] | None = None) -> list[Finding]:
+    """The wrong gradients of a backward that ran on both sides: those None on one side only
+    (one autograd-level finding), then the rest, charged to one call by
+    :func:`_blame_backward` (``agreed_alone``: see there)."""
+    bad = gradient_mismatches(ref, cand, rtol, atol)
+    missing = [k for k in bad if _is_none(ref[k]) != _is_none(cand.get(k))]
+    for key in missing:
+        del bad[key]
     found: list[Finding] = []
-    bad, missing = {}, []
-    for key in (k for k in ref if k.startswith("grad:")):
-        if _is_none(ref[key]) != _is_none(cand.get(key)):
-            missing.append(key)
-            continue
-        mismatch = compare(ref[key], cand.get(key), rtol, atol)
-        if mismatch is not None:
-            bad[key] = mismatch
     if missing:
         found.append(_none_gradients(program, ref, cand, missing, spec))
     if bad:
-        blamed_node, key = _blame_backward(program, bad, _per_call(ref), _per_call(cand),
-                                           rtol, atol)
-        found.append(finding(key, bad[key], blamed_node["id"],
-                             blamed_node.get("target", "input")))
+        blame = _blame_backward(program, bad, per_call(ref), per_call(cand), rtol, atol,
+                                agreed_alone)
+        op = target_of(blame.node)
+        note = "" if blame.through is None else (
+            f" (the gradient flows back through {op} ({blame.node['id']}), which wrote in "
+            f"place into a value computed from {target_of(blame.through)} "
+            f"({blame.through['id']}); each call agrees on its own)")
+        found.append(_finder(program, ref, cand, spec)(blame.key, bad[blame.key],
+                                                       blame.node["id"], op, note))
     return found
+
+
+def _finder(program: Program, ref: Observations, cand: Observations, spec: str
+            ) -> Callable[..., Finding]:
+    """A maker of the findings of one judged run: ``finding(key, mismatch, node_id, op)``,
+    with a ``note`` after the message."""
+    def finding(key: str, mismatch: Mismatch, node_id: str, op: str, note: str = ""
+                ) -> Finding:
+        extra: FindingExtra = {}
+        if mismatch.max_abs is not None and mismatch.max_rel is not None:
+            extra = {"max_abs": mismatch.max_abs, "max_rel": mismatch.max_rel}
+        message = f"{describe_key(key)}: {mismatch.message}{note}"
+        kind = _kind_for(key, mismatch)
+        return Finding(kind, op, spec, message, program, key, node_id, extra=extra,
+                       signature=_signature(program, kind, key, node_id, ref.get(key),
+                                            cand.get(key)))
+
+    return finding
 
 
 def _is_none(obs: dict[str, Any] | None) -> bool:
@@ -318,12 +368,13 @@ def _is_none(obs: dict[str, Any] | None) -> bool:
     return obs is not None and obs.get("t") == "value" and obs.get("value") is None
 
 
-def _none_gradients(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-                    cand: dict[str, dict[str, Any]], keys: list[str], spec: str) -> Finding:
+def _none_gradients(program: Program, ref: Observations, cand: Observations, keys: list[str],
+                    spec: str) -> Finding:
     """Gradients that one side gives as None and the other as a tensor: a behaviour of
     ``torch.autograd.grad`` itself, whatever calls the program makes, so one finding named
     after it (not one per op) whose signature says which side gave None and for what."""
-    leaves = set((program.get("backward") or {}).get("wrt") or [])
+    plan = program.get("backward")
+    leaves = set((plan.get("wrt") if plan else None) or [])
     first = keys[0]
     side = "candidate" if _is_none(cand.get(first)) else "reference"
     other = "reference" if side == "candidate" else "candidate"
@@ -336,7 +387,7 @@ def _none_gradients(program: dict[str, Any], ref: dict[str, dict[str, Any]],
                    else f"None on the {side} for a {what}")
 
 
-def _signature(program: dict[str, Any], kind: Kind, key: str, node_id: str,
+def _signature(program: Program, kind: Kind, key: str, node_id: str,
                ref: dict[str, Any] | None, cand: dict[str, Any] | None) -> str:
     if kind is Kind.REFERENCE_ERROR:
         return error_signature(ref or {})
@@ -345,17 +396,15 @@ def _signature(program: dict[str, Any], kind: Kind, key: str, node_id: str,
     return mismatch_signature(program, key, node_id, ref)
 
 
-def _backward_raised(program: dict[str, Any], ref: dict[str, dict[str, Any]],
-                     cand: dict[str, dict[str, Any]], mismatch: Mismatch,
-                     finding: Any, spec: str) -> Finding:
+def _backward_raised(program: Program, ref: Observations, cand: Observations,
+                     mismatch: Mismatch, finding: Callable[..., Finding], spec: str) -> Finding:
     """One side's backward raised: name the call whose backward node was running."""
     side = "reference" if mismatch.aspect == "reference-error" else "candidate"
     obs = (ref if side == "reference" else cand).get("backward") or {}
     node = backward_call(program, obs)
     if node is None:
-        result: Finding = finding("backward", mismatch, "", BACKWARD_OP)
-        return result
-    op = str(node.get("target", "input"))
+        return finding("backward", mismatch, "", BACKWARD_OP)
+    op = target_of(node)
     other = "candidate" if side == "reference" else "reference"
     message = (f"the backward of {op} ({node['id']}) raised {obs.get('type')}: "
                f"{obs.get('message')} on the {side}; the {other}'s backward ran")
@@ -372,7 +421,7 @@ def _squash(name: str) -> str:
     return name.lower().replace("_", "")
 
 
-def backward_call(program: dict[str, Any], obs: dict[str, Any]) -> dict[str, Any] | None:
+def backward_call(program: Program, obs: dict[str, Any]) -> Node | None:
     """The call whose backward raised: the node the hooks saw running (``obs["node"]``), else
     the call named by a backward function in the error (``TanhBackward0``,
     ``replication_pad2d_backward``), else None."""
@@ -386,16 +435,11 @@ def backward_call(program: dict[str, Any], obs: dict[str, Any]) -> dict[str, Any
         for node in reversed(program["nodes"]):
             if node["op"] in _NOT_CALLS or node.get("raises"):
                 continue
-            last = node.get("name") or str(node.get("target", "")).rsplit(".", 1)[-1]
+            own = node.get("name")
+            last = str(own) if own else str(node.get("target", "")).rsplit(".", 1)[-1]
             if _squash(last) == name:
                 return node
     return None
-
-
-def _per_call(obs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    data = obs.get(AUTOGRAD_KEY) or {}
-    calls = data.get("calls") if isinstance(data, dict) else None
-    return calls if isinstance(calls, dict) else {}
 
 
 def _grads_agree(ref: list[dict[str, Any]], cand: list[dict[str, Any]],
@@ -422,21 +466,49 @@ def _comparable(ref: dict[str, Any] | None, cand: dict[str, Any] | None) -> bool
     return True
 
 
-def _blame_backward(program: dict[str, Any], bad: dict[str, Mismatch],
+@dataclass
+class Blame:
+    """The call a wrong gradient is charged to, the gradient that shows it, and the call that
+    was blamed first when an in-place call is charged instead (``through``)."""
+
+    node: Node
+    key: str
+    through: Node | None = None
+
+
+def _blame_backward(program: Program, bad: dict[str, Mismatch],
                     ref_calls: dict[str, dict[str, Any]] | None = None,
                     cand_calls: dict[str, dict[str, Any]] | None = None,
-                    rtol: float | None = None, atol: float | None = None
-                    ) -> tuple[dict[str, Any], str]:
+                    rtol: float | None = None, atol: float | None = None,
+                    agreed_alone: Collection[str] | None = None) -> Blame:
     """The call whose output gradient agrees while an input's gradient does not: walk the
     calls from last to first, as backward does. Where both sides' hooks saw the same kind of
     backward node for a call, its own gradients decide (what flowed into its output, what it
-    sent to its inputs); elsewhere the gradients w.r.t. the program's values do."""
-    ref_calls, cand_calls = ref_calls or {}, cand_calls or {}
+    sent to its inputs); elsewhere the gradients w.r.t. the program's values do.
+
+    Once the calls were judged alone (``agreed_alone``: those whose backward agreed on its
+    own), a gradient blamed on one of them, or on no call at all (an input, a module), is
+    charged to the last in-place call that wrote into a value computed from it: each call
+    agrees alone, and writing in place, through a view or not, is what the candidate's
+    autograd gets wrong."""
+    node, key = _first_wrong(program, bad, ref_calls or {}, cand_calls or {}, rtol, atol)
+    if agreed_alone is None or (node["id"] not in agreed_alone
+                                and node["op"] not in _NOT_CALLS):
+        return Blame(node, key)
+    ancestors = upstream_of(program)
+    writers = [n for n in program["nodes"] if n.get("inplace")
+               and node["id"] in ancestors.get(n["id"], set())]
+    return Blame(writers[-1], key, node) if writers else Blame(node, key)
+
+
+def _first_wrong(program: Program, bad: dict[str, Mismatch],
+                 ref_calls: dict[str, dict[str, Any]], cand_calls: dict[str, dict[str, Any]],
+                 rtol: float | None, atol: float | None) -> tuple[Node, str]:
     bad_ids = {k[len("grad:"):] for k in bad}
     for node in reversed(program["nodes"]):
         if node["op"] in ("input", "module"):
             continue
-        arg_refs = _refs(node.get("args", [])) + _refs(node.get("kwargs", {}))
+        arg_refs = node_refs(node)
         hits = sorted(i for i in bad_ids for r in arg_refs if i == r or i.startswith(r + ":"))
         mine, theirs = ref_calls.get(node["id"]), cand_calls.get(node["id"])
         if mine is not None and theirs is not None and _comparable(mine, theirs):
@@ -452,3 +524,25 @@ def _blame_backward(program: dict[str, Any], bad: dict[str, Mismatch],
     first = next(iter(bad))
     node = next(n for n in program["nodes"] if n["id"] == node_of(first[len("grad:"):]))
     return node, first
+
+
+def upstream_of(program: Program) -> dict[str, set[str]]:
+    """For each node, the nodes its inputs came from, transitively: what it refers to, and
+    the in-place calls that changed those values before it ran."""
+    mutated: dict[str, list[str]] = {}  # value id -> in-place calls so far, in order
+    ancestors: dict[str, set[str]] = {}
+    for node in program["nodes"]:
+        direct = {node_of(r) for r in node_refs(node)}
+        seen: set[str] = set()
+        for base in direct:
+            seen.add(base)
+            seen |= ancestors.get(base, set())
+            for writer in mutated.get(base, []):
+                seen.add(writer)
+                seen |= ancestors.get(writer, set())
+        ancestors[node["id"]] = seen
+        if node.get("inplace"):
+            args = call_args(node)[1:] if node["op"] == "invoke" else call_args(node)
+            for ref in refs(args[:1]):
+                mutated.setdefault(node_of(ref), []).append(node["id"])
+    return ancestors

@@ -15,7 +15,18 @@ from typing import Any
 import numpy as np
 
 from .findings import Finding, Kind
-from .program import Observations, Program, reference_observations
+from .program import (
+    BackwardPlan,
+    CallNode,
+    InputNode,
+    Node,
+    Observations,
+    Program,
+    Recipe,
+    is_call,
+    reference_observations,
+)
+from .runtime.literals import is_ref, node_refs
 from .runtime.replay import Hooks, bind_result, module_tensors, run_node
 from .runtime.replay import seed as seed_reference
 from .runtime.values import encode_array, is_tensor, to_numpy
@@ -43,7 +54,7 @@ def prefix_values(program: Program, stop: int) -> dict[str, Any]:
     return values
 
 
-def literal_input(node_id: str, tensor: Any, keep_grad: bool = True) -> dict[str, Any]:
+def literal_input(node_id: str, tensor: Any, keep_grad: bool = True) -> InputNode:
     import torch
 
     dtype, arr = to_numpy(torch, tensor)
@@ -57,7 +68,7 @@ class _Slicer:
     def __init__(self, program: Program, values: dict[str, Any], keep_grad: bool) -> None:
         self.program, self.keep_grad = program, keep_grad
         self.values = values
-        self.nodes: list[dict[str, Any]] = []
+        self.nodes: list[Node] = []
         self.renamed: dict[str, str] = {}
         self.by_id = {n["id"]: n for n in program["nodes"]}
 
@@ -71,7 +82,7 @@ class _Slicer:
 
         value = self.values[old]
         if is_tensor(torch, value):
-            node = literal_input(self._new_id(), value, self.keep_grad)
+            node: Node = literal_input(self._new_id(), value, self.keep_grad)
         elif isinstance(value, torch.nn.Module):
             node = self._module(old, value)
         elif isinstance(value, (list, tuple)) and all(is_tensor(torch, v) for v in value):
@@ -81,17 +92,17 @@ class _Slicer:
             raise CannotSlice(f"{old} is a {type(value).__name__}")
         self.nodes.append(node)
         self.renamed[old] = node["id"]
-        if not getattr(value, "training", True):
+        if is_call(node) and not getattr(value, "training", True):  # a module in eval mode
             self.nodes.append({"id": self._new_id(), "op": "method", "name": "eval",
                                "target": f"{node['target']}.eval",
                                "args": [{"ref": node["id"]}], "kwargs": {}})
         return {"ref": node["id"]}
 
-    def _module(self, old: str, module: Any) -> dict[str, Any]:
+    def _module(self, old: str, module: Any) -> CallNode:
         import torch
 
         built = self.by_id.get(old)
-        if built is None or built["op"] != "module" or _refs_in(built):
+        if built is None or built["op"] != "module" or node_refs(built):
             raise CannotSlice(f"module {old} was not built from literals")
         state = {k: encode_array(to_numpy(torch, t)[1]) for k, t in module_tensors(module).items()}
         return {"id": self._new_id(), "op": "module", "target": built["target"],
@@ -100,19 +111,11 @@ class _Slicer:
     def rewrite(self, value: Any) -> Any:
         if isinstance(value, list):
             return [self.rewrite(v) for v in value]
+        if is_ref(value):
+            return self.ref(value["ref"])
         if isinstance(value, dict):
-            if "ref" in value:
-                return self.ref(value["ref"])
             return {k: self.rewrite(v) for k, v in value.items()}
         return value
-
-
-def _refs_in(value: Any) -> bool:
-    if isinstance(value, dict):
-        return "ref" in value or any(_refs_in(v) for k, v in value.items() if k != "state")
-    if isinstance(value, list):
-        return any(_refs_in(v) for v in value)
-    return False
 
 
 @dataclass
@@ -137,7 +140,7 @@ def slice_call(program: Program, index: int, keep_grad: bool = True, backward: b
     try:
         slicer = _Slicer(program, prefix_values(program, index) if values is None else values,
                          keep_grad or backward)
-        call = dict(original)
+        call = original.copy()
         call["args"] = slicer.rewrite(original["args"])
         call["kwargs"] = slicer.rewrite(original.get("kwargs", {}))
     except (CannotSlice, KeyError, RuntimeError):
@@ -147,21 +150,21 @@ def slice_call(program: Program, index: int, keep_grad: bool = True, backward: b
         # into a clone of it, as the original wrote into a non-leaf
         position = 1 if original["op"] == "invoke" else 0
         mutated = call["args"][position] if len(call["args"]) > position else None
-        if not (isinstance(mutated, dict) and "ref" in mutated):
+        if not is_ref(mutated):
             return None
-        clone = {"id": slicer._new_id(), "op": "method", "target": "torch.Tensor.clone",
+        clone: CallNode = {"id": slicer._new_id(), "op": "method", "target": "torch.Tensor.clone",
                  "name": "clone", "args": [mutated], "kwargs": {}}
         slicer.nodes.append(clone)
         call["args"] = [*call["args"][:position], {"ref": clone["id"]},
                         *call["args"][position + 1:]]
     call["id"] = slicer._new_id()
     nodes = [*slicer.nodes, call]
-    plan = None
+    plan: BackwardPlan | None = None
     if backward:
         plan = _backward_plan(program, original["id"], call, nodes, ref)
         if plan is None:
             return None
-    sliced = {"version": 1, "spec": program["spec"], "seed": program.get("seed", 0),
+    sliced: Program = {"version": 1, "spec": program["spec"], "seed": program.get("seed", 0),
               "choices": [], "nodes": nodes, "backward": plan,
               "expect_raise": program.get("expect_raise", False),
               "sliced_from": original["id"]}
@@ -213,23 +216,23 @@ def slice_calls(program: Program, wanted: dict[int, tuple[bool, bool]],
     return out
 
 
-def _backward_plan(program: Program, old_id: str, call: dict[str, Any],
-                   nodes: list[dict[str, Any]], ref: Observations | None = None
-                   ) -> dict[str, Any] | None:
+def _backward_plan(program: Program, old_id: str, call: CallNode,
+                   nodes: list[Node], ref: Observations | None = None
+                   ) -> BackwardPlan | None:
     """Seed the call's outputs with the gradients they received on the reference."""
     ref = reference_observations(program) if ref is None else ref
-    plan = program.get("backward") or {}
+    plan = program.get("backward")
     grads = {k[len("grad:"):]: v for k, v in ref.items()
              if k.startswith("grad:") and v.get("t") == "tensor"}
     outputs: list[str] = []
-    seeds: list[dict[str, Any]] = []
+    seeds: list[Recipe] = []
     element_ids = sorted(k for k in grads if k.startswith(old_id + "."))
     for old in ([old_id] if old_id in grads else element_ids):
         new = call["id"] + old[len(old_id):]
         outputs.append(new)
         seeds.append({"kind": "literal", "array": encode_array(
             np.asarray(grads[old]["data"], dtype=np.float64))})
-    if not outputs and old_id in plan.get("outputs", []):
+    if not outputs and plan and old_id in plan["outputs"]:
         position = plan["outputs"].index(old_id)
         outputs, seeds = [call["id"]], [plan["seeds"][position]]
     if not outputs and call.get("inplace"):
@@ -249,7 +252,10 @@ def _backward_plan(program: Program, old_id: str, call: dict[str, Any],
     return {"outputs": outputs, "seeds": seeds, "wrt": wrt, "intermediates": []} if wrt else None
 
 
-def prefix_module(node: dict[str, Any]) -> Any:
+def prefix_module(node: CallNode) -> Any:
+    """The module a ``module`` node builds, with the parameters its constructor draws."""
     import torch
 
-    return run_node(torch, {**node, "state": {}}, {}, Hooks())
+    fresh = node.copy()
+    fresh["state"] = {}
+    return run_node(torch, fresh, {}, Hooks())

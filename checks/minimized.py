@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .findings import Finding
-from .program import Program
+from .program import Program, as_json
 from .report_types import Evidence, FindingEntry, FindingExtra, Shrink
 from .triage import Verdict
 
@@ -39,7 +39,7 @@ class Minimized:
         """The keys a finding's JSON gains (besides the program, message and signature it
         takes over); ``repro_reference_only_verified`` only for a reference suspect."""
         fields: FindingExtra = {
-            "repro_program": self.repro_program, "repro": self.repro,
+            "repro_program": as_json(self.repro_program), "repro": self.repro,
             "repro_verified": self.repro_verified, "repro_output": self.repro_output,
             "repro_verify_note": self.repro_verify_note,
             "repro_reference_only": self.repro_reference_only,
@@ -55,5 +55,5 @@ class Minimized:
     def finding_json(self, finding: Finding) -> FindingEntry:
         """``finding``'s JSON as it will read once minimized (what an upstream draft is
         written from)."""
-        return {**finding.to_json(), "program": self.program, "message": self.message,
+        return {**finding.to_json(), "program": as_json(self.program), "message": self.message,
                 "signature": self.signature, **self.report_fields()}

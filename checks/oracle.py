@@ -21,7 +21,7 @@ from .calls import judge_program
 from .candidate import CandidateProcess
 from .engine import evaluate
 from .findings import Finding
-from .program import Observations, Program, reference_observations
+from .program import BackwardPlan, Node, Observations, Program, reference_observations
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .spec import Spec
@@ -84,8 +84,7 @@ FD_RTOL, FD_ATOL = 1e-3, 1e-5  # and its tolerances
 FD_MAX_ELEMENTS = 4096  # two forward runs per element: larger inputs give no evidence
 
 
-def _loss(torch: Any, program: Program, nodes: list[dict[str, Any]], key: str,
-          value: Any) -> float:
+def _loss(torch: Any, program: Program, plan: BackwardPlan, key: str, value: Any) -> float:
     """sum(output * upstream gradient) of the program in float64, with the leaf ``key``
     (``v0`` or ``v2:weight``) replaced by ``value``; no autograd is involved."""
     from .runtime.replay import bind_result, make_array, run_node
@@ -95,7 +94,7 @@ def _loss(torch: Any, program: Program, nodes: list[dict[str, Any]], key: str,
     hooks = Hooks()
     seed_reference(torch, int(program.get("seed", 0)))
     with torch.no_grad():
-        for node in nodes:
+        for node in program["nodes"]:
             result = run_node(torch, node, values, hooks)
             if node["id"] == node_id:
                 if attr:
@@ -107,7 +106,6 @@ def _loss(torch: Any, program: Program, nodes: list[dict[str, Any]], key: str,
                     result = value
             bind_result(torch, node["id"], result, values)
         total = 0.0
-        plan = program["backward"]
         for out_id, seed in zip(plan["outputs"], plan["seeds"], strict=True):
             out = values[out_id].double()
             grad = make_array(seed, "float64", list(out.shape))
@@ -145,15 +143,14 @@ def finite_differences(program: Program, eps: float = FD_EPS) -> Observations:
             up, down = flat.clone(), flat.clone()
             up[index] += eps
             down[index] -= eps
-            numeric[index] = (_loss(torch, program, nodes, key, up.reshape(leaf.shape))
-                              - _loss(torch, program, nodes, key, down.reshape(leaf.shape))
+            numeric[index] = (_loss(torch, program, plan, key, up.reshape(leaf.shape))
+                              - _loss(torch, program, plan, key, down.reshape(leaf.shape))
                               ) / (2 * eps)
         out[f"grad:{key}"] = observe(torch, numeric.reshape(leaf.shape))
     return out
 
 
-def _leaf_value(torch: Any, program: Program, nodes: list[dict[str, Any]], key: str
-                ) -> Any:
+def _leaf_value(torch: Any, program: Program, nodes: list[Node], key: str) -> Any:
     """The float64 value of the leaf ``key`` as the program builds it (detached)."""
     from .runtime.replay import bind_result, run_node
 

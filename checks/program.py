@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from .runtime.program_types import (
     AttrLiteral,
     BackwardPlan,
     CallNode,
+    CallOp,
     DeviceLiteral,
     DictLiteral,
     DtypeLiteral,
@@ -27,6 +28,10 @@ from .runtime.program_types import (
     SliceLiteral,
     TupleLiteral,
     UniformRecipe,
+    call_args,
+    call_kwargs,
+    is_call,
+    target_of,
 )
 from .runtime.program_types import (
     Program as ProgramData,
@@ -35,16 +40,20 @@ from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 
 __all__ = [
-    "AttrLiteral", "BackwardPlan", "CallNode", "DeviceLiteral", "DictLiteral", "DtypeLiteral",
-    "EllipsisLiteral", "EncodedArray", "EncodedLiteral", "FloatLiteral", "InputNode",
-    "LiteralRecipe", "Node", "NodeOp", "Observations", "PatternRecipe", "Program", "ProgramData",
-    "Recipe", "RefLiteral", "Scalar", "SizeLiteral", "SliceLiteral", "TupleLiteral",
-    "UniformRecipe", "reference_observations",
+    "AttrLiteral", "BackwardPlan", "CallNode", "CallOp", "DeviceLiteral", "DictLiteral",
+    "DtypeLiteral", "EllipsisLiteral", "EncodedArray", "EncodedLiteral", "FloatLiteral",
+    "InputNode", "LiteralRecipe", "Node", "NodeOp", "Observations", "PatternRecipe", "Program",
+    "ProgramData", "Recipe", "RefLiteral", "Scalar", "SizeLiteral", "SliceLiteral", "TupleLiteral",
+    "UniformRecipe", "call_args", "call_kwargs", "is_call", "reference_observations", "target_of",
 ]
 
-# The engine's signatures still take the loose form; ProgramData is the typed one.
-Program = dict[str, Any]
+Program = ProgramData
 Observations = dict[str, dict[str, Any]]
+
+
+def as_json(program: Program) -> dict[str, Any]:
+    """The program as a report carries it: plain JSON (the App validates it as such)."""
+    return cast("dict[str, Any]", program)
 
 
 def reference_observations(program: Program) -> Observations:

@@ -30,8 +30,9 @@ from .codegen import statements, tensor_expr
 from .compare import tolerance
 from .findings import Finding, Kind, node_of
 from .oracle import reference_observations
-from .program import Program
+from .program import BackwardPlan, Program, call_args, call_kwargs
 from .report import environment
+from .runtime.literals import ref_of, refs
 from .runtime.values import FLOAT_DTYPES
 
 STATUS_PREFIX = "alignbot-repro: "
@@ -71,13 +72,13 @@ def variable_names(program: Program) -> dict[str, str]:
     for node in nodes:
         if node["op"] in ("input", "module"):
             continue
-        args = node.get("args", [])[1:] if node["op"] == "invoke" else node.get("args", [])
+        args = call_args(node)[1:] if node["op"] == "invoke" else call_args(node)
         for position, arg in enumerate(args):
-            for ref in _refs(arg):
+            for ref in refs(arg):
                 roles.setdefault(ref, POSITIONAL[position] if position < len(POSITIONAL)
                                  else f"arg{position}")
-        for key, value in node.get("kwargs", {}).items():
-            for ref in _refs(value):
+        for key, value in call_kwargs(node).items():
+            for ref in refs(value):
                 roles.setdefault(ref, key)
     calls = [n["id"] for n in nodes if n["op"] not in ("input", "module")]
     names: dict[str, str] = {}
@@ -93,14 +94,6 @@ def variable_names(program: Program) -> dict[str, str]:
     return names
 
 
-def _refs(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        return [value["ref"]] if "ref" in value else [r for v in value.values() for r in _refs(v)]
-    if isinstance(value, list):
-        return [r for v in value for r in _refs(v)]
-    return []
-
-
 def _ref_name(names: dict[str, str], node_id: str) -> str:
     base, _, index = node_id.partition(".")
     return f"{names[base]}[{index}]" if index else names[base]
@@ -112,14 +105,15 @@ def _returns(program: Program, finding: Finding, names: dict[str, str],
     tensor, a module buffer, or gradients), and what a differing value there is called."""
     nodes = {n["id"]: n for n in program["nodes"]}
     key = finding.key
-    if (finding.kind is Kind.GRAD or key == "backward") and program.get("backward"):
-        return _grad_lines(program, names, float_dtype, device), GRAD_KIND
+    plan = program.get("backward")
+    if (finding.kind is Kind.GRAD or key == "backward") and plan:
+        return _grad_lines(program, plan, names, float_dtype, device), GRAD_KIND
     if "!self" in key:
         node = nodes[node_of(key)]
-        target = names[node["args"][1 if node["op"] == "invoke" else 0]["ref"]]
+        target = names[ref_of(call_args(node)[1 if node["op"] == "invoke" else 0])]
         return [f"return {{{target + ' after the call'!r}: {target}}}"], STATE_KIND
     if "!state." in key:
-        module = names[nodes[node_of(key)]["args"][0]["ref"]]
+        module = names[ref_of(call_args(nodes[node_of(key)])[0])]
         buffer = key.split("!state.", 1)[1]
         return [f"return {{{module + '.' + buffer!r}: {module}.{buffer}}}"], STATE_KIND
     if key.startswith("final:"):
@@ -134,9 +128,8 @@ def _returns(program: Program, finding: Finding, names: dict[str, str],
     return [f"return {{{name!r}: {name}}}"], VALUE_KIND
 
 
-def _grad_lines(program: Program, names: dict[str, str], float_dtype: str | None,
-                device: bool) -> list[str]:
-    plan = program["backward"]
+def _grad_lines(program: Program, plan: BackwardPlan, names: dict[str, str],
+                float_dtype: str | None, device: bool) -> list[str]:
     ref = reference_observations(program)
     outs = [_ref_name(names, out_id) for out_id in plan["outputs"]]
     lines, seeds = [], []

@@ -9,20 +9,18 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
-from typing import Any
 
 import numpy as np
 
 from .findings import Finding
 from .oracle import BudgetSpent, Oracle
-from .program import Program
-from .runtime.program_types import EncodedArray
+from .program import EncodedArray, InputNode, Program, Recipe, call_kwargs, is_call
 from .runtime.values import decode_array, encode_array, make_array
 
 PATTERNS = ("zeros", "ones", "arange", "arange-centered")
 
 
-def _input_candidates(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+def _input_candidates(node: InputNode) -> Iterator[Recipe]:
     """Simpler recipes for one input, simplest first."""
     for pattern in PATTERNS:
         yield {"kind": "pattern", "pattern": pattern}
@@ -74,23 +72,28 @@ class Simplifier:
                 continue
             for recipe in _input_candidates(node):
                 candidate = copy.deepcopy(self.program)
-                candidate["nodes"][index]["recipe"] = recipe
+                simpler = candidate["nodes"][index]
+                if simpler["op"] == "input":  # a copy of ``node``: always
+                    simpler["recipe"] = recipe
                 if self._try(candidate):
                     break
 
     def _keywords(self) -> None:
         for index, node in enumerate(self.program["nodes"]):
-            for key in list(node.get("kwargs", {})):
+            for key in list(call_kwargs(node)):
                 candidate = copy.deepcopy(self.program)
-                del candidate["nodes"][index]["kwargs"][key]
+                del call_kwargs(candidate["nodes"][index])[key]
                 self._try(candidate)
 
     def _module_state(self) -> None:
         for index, node in enumerate(self.program["nodes"]):
-            for name in list(node.get("state", {})):
-                for data in _state_candidates(node["state"][name]):
+            state = node.get("state", {}) if is_call(node) else {}
+            for name in list(state):
+                for data in _state_candidates(state[name]):
                     candidate = copy.deepcopy(self.program)
-                    candidate["nodes"][index]["state"][name] = data
+                    simpler = candidate["nodes"][index]
+                    if is_call(simpler) and "state" in simpler:  # a copy of ``node``: always
+                        simpler["state"][name] = data
                     if self._try(candidate):
                         break
 
@@ -102,5 +105,7 @@ class Simplifier:
             if seed.get("kind") == "pattern":
                 continue
             candidate = copy.deepcopy(self.program)
-            candidate["backward"]["seeds"][position] = {"kind": "pattern", "pattern": "ones"}
+            simpler = copy.deepcopy(plan)
+            simpler["seeds"][position] = {"kind": "pattern", "pattern": "ones"}
+            candidate["backward"] = simpler
             self._try(candidate)

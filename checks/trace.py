@@ -9,6 +9,16 @@ from collections.abc import Callable
 from typing import Any
 
 from .dsl import NOTHING, DrawContext, Generator, resolve
+from .program import (
+    BackwardPlan,
+    CallNode,
+    CallOp,
+    InputNode,
+    Node,
+    Recipe,
+    call_kwargs,
+)
+from .runtime.literals import ref_of
 from .runtime.replay import (
     BackwardTracker,
     Hooks,
@@ -50,7 +60,7 @@ class Tracer:
     def __init__(self, torch: Any, ctx: DrawContext) -> None:
         self.torch = torch
         self.ctx = ctx
-        self.nodes: list[dict[str, Any]] = []
+        self.nodes: list[Node] = []
         self.values: dict[str, Any] = {}
         self.observations: dict[str, dict[str, Any]] = {}
         self.raised: BaseException | None = None
@@ -61,23 +71,23 @@ class Tracer:
     def _new_id(self) -> str:
         return f"v{len(self.nodes)}"
 
-    def input(self, shape: list[int], dtype: str, recipe: dict[str, Any],
+    def input(self, shape: list[int], dtype: str, recipe: Recipe,
               requires_grad: bool) -> TensorProxy:
-        node: dict[str, Any] = {"id": self._new_id(), "op": "input", "dtype": dtype,
-                                "shape": list(shape), "recipe": recipe,
-                                "requires_grad": requires_grad}
+        node: InputNode = {"id": self._new_id(), "op": "input", "dtype": dtype,
+                           "shape": list(shape), "recipe": recipe,
+                           "requires_grad": requires_grad}
         self.nodes.append(node)
         tensor = run_node(self.torch, node, self.values, self.hooks)
         bind_result(self.torch, node["id"], tensor, self.values)
         self.observations.update(observe_result(self.torch, node, tensor, self.values))
         return TensorProxy(self, node["id"])
 
-    def record(self, op: str, target: str, args: tuple[Any, ...], kwargs: dict[str, Any],
+    def record(self, op: CallOp, target: str, args: tuple[Any, ...], kwargs: dict[str, Any],
                name: str | None = None, module_path: str | None = None) -> Any:
         enc_args = [self.encode(a) for a in args]
         enc_kwargs = {k: self.encode(v) for k, v in kwargs.items() if resolve(v) is not NOTHING}
-        node: dict[str, Any] = {"id": self._new_id(), "op": op, "target": target,
-                                "args": enc_args, "kwargs": enc_kwargs}
+        node: CallNode = {"id": self._new_id(), "op": op, "target": target,
+                          "args": enc_args, "kwargs": enc_kwargs}
         if name is not None:
             node["name"] = name
         last = name or target.rsplit(".", 1)[-1]
@@ -99,12 +109,12 @@ class Tracer:
         self.tracker.watch(node, result)
         return self.wrap(node["id"], result, module_path or target)
 
-    def _inplace_module(self, op: str, args: list[Any]) -> bool:
+    def _inplace_module(self, op: CallOp, args: list[Any]) -> bool:
         """A module built with ``inplace=True`` (``nn.ReLU(inplace=True)``) mutates its input."""
         if op != "invoke":
             return False
-        built = next(n for n in self.nodes if n["id"] == args[0]["ref"])
-        return built.get("kwargs", {}).get("inplace") is True
+        built = next(n for n in self.nodes if n["id"] == ref_of(args[0]))
+        return call_kwargs(built).get("inplace") is True
 
     def wrap(self, value_id: str, result: Any, module_path: str) -> Any:
         if is_tensor(self.torch, result):
@@ -153,7 +163,7 @@ class Tracer:
                             "through the torch the spec receives")
         raise SpecError(f"unsupported argument of type {type(value).__name__}: {value!r:.80}")
 
-    def finish(self, outputs: Any, backward: bool, seed: int) -> dict[str, Any] | None:
+    def finish(self, outputs: Any, backward: bool, seed: int) -> BackwardPlan | None:
         """Observe the end state and run the reference's backward; returns the backward plan."""
         self.observations.update(observe_finals(self.torch, {"nodes": self.nodes}, self.values))
         if not backward or self.raised is not None:
@@ -165,13 +175,14 @@ class Tracer:
         leaves, intermediates = self._grad_targets()
         if not leaves and not intermediates:
             return None
-        plan = {"outputs": out_ids,
+        plan: BackwardPlan = {"outputs": out_ids,
                 "seeds": [{"kind": "uniform", "low": -1.0, "high": 1.0, "seed": seed + 1 + i}
                           for i in range(len(out_ids))],
                 "wrt": leaves or intermediates, "intermediates": intermediates if leaves else []}
         try:
-            self.observations.update(run_backward(self.torch, {"backward": plan}, self.values,
-                                                  tracker=self.tracker))
+            self.observations.update(run_backward(
+                self.torch, {"nodes": self.nodes, "backward": plan}, self.values,
+                tracker=self.tracker))
         except Exception as exc:
             self.observations["backward"] = backward_error(exc, self.tracker)
         self.observations.update(self.tracker.observations())

@@ -31,7 +31,7 @@ from .oracle import (
     numpy_observations,
     reference_observations,
 )
-from .program import Observations, Program
+from .program import Observations, Program, is_call
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .runtime.values import FLOAT_DTYPES
@@ -72,8 +72,9 @@ def to_float64(program: Program) -> Program:
     for node in out["nodes"]:
         if node["op"] == "input" and node["dtype"] in FLOAT_DTYPES:
             node["dtype"] = "float64"
-        node["args"] = _widen(node.get("args", []))
-        node["kwargs"] = _widen(node.get("kwargs", {}))
+        if is_call(node):
+            node["args"] = _widen(node["args"])
+            node["kwargs"] = _widen(node["kwargs"])
         nodes.append(node)
         if node["op"] == "module":
             nodes.append({"id": node["id"] + "_f64", "op": "method", "name": "double",

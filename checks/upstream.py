@@ -150,7 +150,7 @@ def gradcheck_script(program: Program, finding: Finding, eps: float = FD_EPS,
     """PyTorch alone, in float64: autograd's gradient against central differences of
     ``sum(output * grad_out)``; None where the program's gradients are not all with respect
     to inputs (module parameters, intermediates) or its backward is not one autograd call."""
-    plan = program.get("backward") or {}
+    plan = program.get("backward")
     if not plan or any(":" in key for key in plan["wrt"]) or plan.get("intermediates"):
         return None
     names = variable_names(program)

@@ -10,7 +10,6 @@ import pytest
 
 from bot.engine_report import parse_report
 from checks import CandidateConfig, CandidateProcess
-from checks.calls import upstream_of
 from checks.cli import main
 from checks.engine import CheckResult, check
 from checks.findings import BACKWARD_OP, Kind
@@ -121,22 +120,6 @@ def test_none_against_zeros_is_the_autograd_finding_in_either_direction() -> Non
     assert [(f.op, f.signature) for f in found] == [(BACKWARD_OP,
                                                      "None on the candidate for a leaf")]
     assert judge_all(program, {"grad:v0": none}, {"grad:v0": none}, "t") == []
-
-
-def test_upstream_follows_references_and_in_place_writes() -> None:
-    def call(node_id: str, *refs: str, inplace: bool = False) -> dict[str, Any]:
-        node = {"id": node_id, "op": "call", "target": "torch.f",
-                "args": [{"ref": r} for r in refs], "kwargs": {}}
-        return {**node, "inplace": True} if inplace else node
-
-    program = {"nodes": [{"id": "v0", "op": "input"}, {"id": "v1", "op": "input"},
-                         call("v2", "v0"), call("v3", "v1", "v2", inplace=True),
-                         call("v4", "v1"), call("v5", "v4.0")]}
-    above = upstream_of(program)
-    assert above["v2"] == {"v0"}
-    # v4 reads v1 after v3 wrote into it: v3, and what v3 read, are upstream of v4
-    assert above["v4"] == {"v1", "v3", "v2", "v0"}
-    assert above["v5"] == {"v4", "v1", "v3", "v2", "v0"}
 
 
 @pytest.fixture(scope="module")

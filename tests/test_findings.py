@@ -9,7 +9,15 @@ import torch
 
 from checks import random_tensor
 from checks.engine import draw_programs
-from checks.findings import BACKWARD_OP, Finding, Kind, backward_call, judge, mask
+from checks.findings import (
+    BACKWARD_OP,
+    Finding,
+    Kind,
+    backward_call,
+    judge,
+    mask,
+    upstream_of,
+)
 from checks.runtime.replay import AUTOGRAD_KEY, BackwardTracker, Hooks, replay
 from checks.runtime.replay import seed as seed_reference
 from checks.spec import Spec
@@ -268,3 +276,19 @@ def test_merged_draws_keep_their_distinct_messages_up_to_a_bound() -> None:
     assert first.to_json()["examples"] == ["a", "b", "c", "d", "e"]
     long = Finding(Kind.VALUE, "torch.tanh", "t", "x" * 5000, {})
     assert 0 < len(long.examples[0]) <= 1000
+
+
+def test_upstream_follows_references_and_in_place_writes() -> None:
+    def call(node_id: str, *refs: str, inplace: bool = False) -> dict[str, Any]:
+        node = {"id": node_id, "op": "call", "target": "torch.f",
+                "args": [{"ref": r} for r in refs], "kwargs": {}}
+        return {**node, "inplace": True} if inplace else node
+
+    program = {"nodes": [{"id": "v0", "op": "input"}, {"id": "v1", "op": "input"},
+                         call("v2", "v0"), call("v3", "v1", "v2", inplace=True),
+                         call("v4", "v1"), call("v5", "v4.0")]}
+    above = upstream_of(program)
+    assert above["v2"] == {"v0"}
+    # v4 reads v1 after v3 wrote into it: v3, and what v3 read, are upstream of v4
+    assert above["v4"] == {"v1", "v3", "v2", "v0"}
+    assert above["v5"] == {"v4", "v1", "v3", "v2", "v0"}

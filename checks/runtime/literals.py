@@ -10,7 +10,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, cast
 
 if TYPE_CHECKING:
-    from .program_types import EncodedLiteral, Scalar
+    from typing import TypeGuard
+
+    from .program_types import EncodedLiteral, Node, RefLiteral, Scalar
 
 T = TypeVar("T")
 
@@ -95,3 +97,33 @@ def walk_literal(value: EncodedLiteral, visitor: LiteralVisitor[T]) -> T:
         inner = visitor.items("dict")
         return visitor.visit_dict({k: walk_literal(v, inner) for k, v in data["dict"].items()})
     raise ValueError(f"unknown literal {value!r}")
+
+
+def is_ref(value: object) -> TypeGuard[RefLiteral]:
+    """A reference literal: ``{"ref": "v3.1"}``."""
+    return isinstance(value, dict) and "ref" in value
+
+
+def ref_of(value: object) -> str:
+    """The id a reference literal names; ``ValueError`` for any other value (a program whose
+    module or mutated tensor is not a value of its own is malformed)."""
+    if not is_ref(value):
+        raise ValueError(f"expected a reference literal, got {value!r:.80}")
+    return value["ref"]
+
+
+def refs(value: object) -> list[str]:
+    """Every id an encoded literal refers to, in order, however deep; also of a list or a
+    dict of literals (a call's ``args``, its ``kwargs``)."""
+    if is_ref(value):
+        return [value["ref"]]
+    if isinstance(value, dict):
+        return [r for v in value.values() for r in refs(v)]
+    if isinstance(value, list):
+        return [r for v in value for r in refs(v)]
+    return []
+
+
+def node_refs(node: Node) -> list[str]:
+    """What a node's arguments refer to: its ``args``, then its ``kwargs``."""
+    return refs(node.get("args", [])) + refs(node.get("kwargs", {}))

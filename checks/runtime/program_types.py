@@ -1,6 +1,7 @@
 """The Program format as types: what a drawn program is on the wire (JSON, so TypedDicts).
 
-Only ``typing``: the worker imports this in the candidate's interpreter.
+Only ``typing``: the worker imports this in the candidate's interpreter. The helpers at the
+end narrow a node for the type checker where its ``op`` alone does not.
 
 A Program is a list of nodes (each binds one value, named by its ``id``: ``v0``, ``v1``, ...;
 the elements of a tuple result are ``v3.0``, ``v3.1``, ...), an optional backward plan, and
@@ -13,7 +14,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Literal, TypeAlias, TypedDict
 
 if TYPE_CHECKING:  # typing has it from Python 3.11; annotations are never evaluated here
-    from typing import NotRequired
+    from typing import NotRequired, TypeGuard
 
 # -- encoded literals ---------------------------------------------------------------------
 
@@ -107,7 +108,8 @@ Recipe: TypeAlias = UniformRecipe | LiteralRecipe | PatternRecipe
 
 # -- nodes ----------------------------------------------------------------------------------
 
-NodeOp = Literal["input", "call", "method", "module", "invoke", "getattr"]
+CallOp = Literal["call", "method", "module", "invoke", "getattr"]
+NodeOp = Literal["input", CallOp]
 
 
 class InputNode(TypedDict):
@@ -127,7 +129,7 @@ class CallNode(TypedDict):
     arguments (``invoke``, the module is ``args[0]``), a Tensor method (``method``, ``self``
     is ``args[0]``, the method is ``name``) or an attribute read (``getattr`` of ``name``)."""
     id: str
-    op: Literal["call", "method", "module", "invoke", "getattr"]
+    op: CallOp
     target: str
     args: list[EncodedLiteral]
     kwargs: dict[str, EncodedLiteral]
@@ -153,11 +155,36 @@ class BackwardPlan(TypedDict):
 
 class Program(TypedDict):
     """A drawn program (``spec``, ``seed`` and ``choices`` say how it was drawn) or a slice of
-    one; ``expect_raise`` when the spec declares inputs the reference must reject."""
+    one (``sliced_from``: the id of its call in the program it was cut from);
+    ``expect_raise`` when the spec declares inputs the reference must reject."""
     nodes: list[Node]
     version: NotRequired[int]
     spec: NotRequired[str]
     seed: NotRequired[int]
-    choices: NotRequired[list[int]]
+    choices: NotRequired[list[int | float]]
     backward: NotRequired[BackwardPlan | None]
     expect_raise: NotRequired[bool]
+    sliced_from: NotRequired[str]
+
+
+# -- narrowing ------------------------------------------------------------------------------
+
+
+def is_call(node: Node) -> TypeGuard[CallNode]:
+    """Any node but an input: it has a ``target``, ``args`` and ``kwargs``."""
+    return node["op"] != "input"
+
+
+def target_of(node: Node) -> str:
+    """What a node calls (``torch.add``); ``input`` for an input."""
+    return node["target"] if is_call(node) else "input"
+
+
+def call_args(node: Node) -> list[EncodedLiteral]:
+    """A call's positional arguments; none for an input."""
+    return node["args"] if is_call(node) else []
+
+
+def call_kwargs(node: Node) -> dict[str, EncodedLiteral]:
+    """A call's keyword arguments; none for an input."""
+    return node["kwargs"] if is_call(node) else {}

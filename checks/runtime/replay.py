@@ -17,11 +17,13 @@ from __future__ import annotations
 import contextlib
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 try:  # imported as part of the ``checks`` package in the engine
+    from .literals import is_ref, ref_of
+    from .program_types import is_call
     from .values import (
         decode_array,
         decode_literal,
@@ -31,6 +33,8 @@ try:  # imported as part of the ``checks`` package in the engine
         observe_error,
     )
 except ImportError:  # imported as a top-level module inside the worker
+    from literals import is_ref, ref_of  # type: ignore[no-redef]
+    from program_types import is_call  # type: ignore[no-redef]
     from values import (  # type: ignore[no-redef]
         decode_array,
         decode_literal,
@@ -39,6 +43,9 @@ except ImportError:  # imported as a top-level module inside the worker
         observe,
         observe_error,
     )
+
+if TYPE_CHECKING:
+    from .program_types import EncodedArray, InputNode, Node, Program
 
 Observations = dict[str, dict[str, Any]]
 
@@ -84,7 +91,7 @@ class BackwardTracker:
         self.calls: dict[str, dict[str, Any]] = {}
         self.recording = False
 
-    def watch(self, node: dict[str, Any], result: Any) -> None:
+    def watch(self, node: Node, result: Any) -> None:
         """Hook the backward nodes of a call's results, right after the call ran (a later
         in-place call gives the same tensor another node)."""
         if node["op"] in ("input", "module", "getattr"):
@@ -142,6 +149,14 @@ class BackwardTracker:
         return {AUTOGRAD_KEY: {"t": "autograd", "calls": self.calls}}
 
 
+def per_call(obs: Observations) -> dict[str, dict[str, Any]]:
+    """What :class:`BackwardTracker` saw of each call's backward node, by call id; empty
+    where a side has no hook data."""
+    data = obs.get(AUTOGRAD_KEY) or {}
+    calls = data.get("calls") if isinstance(data, dict) else None
+    return calls if isinstance(calls, dict) else {}
+
+
 def resolve(torch: Any, target: str) -> Any:
     obj = torch
     for part in target.split(".")[1:]:
@@ -165,7 +180,7 @@ def seed(torch: Any, value: int) -> None:
         cuda.manual_seed_all(value)
 
 
-def make_input(torch: Any, node: dict[str, Any], device: str = "cpu") -> Any:
+def make_input(torch: Any, node: InputNode, device: str = "cpu") -> Any:
     arr = make_array(node["recipe"], node["dtype"], node["shape"])
     tensor = _from_numpy(torch, arr)
     if node["dtype"] == "bfloat16":
@@ -184,7 +199,7 @@ def _from_numpy(torch: Any, arr: np.ndarray) -> Any:
     return torch.tensor(arr)
 
 
-def load_state(torch: Any, module: Any, state: dict[str, Any]) -> None:
+def load_state(torch: Any, module: Any, state: dict[str, EncodedArray]) -> None:
     """Give a candidate module the reference's initial parameters and buffers."""
     for name, data in state.items():
         target = module
@@ -220,7 +235,7 @@ def bind_result(torch: Any, node_id: str, result: Any, values: dict[str, Any]) -
             values[f"{node_id}.{index}"] = item
 
 
-def observe_result(torch: Any, node: dict[str, Any], result: Any,
+def observe_result(torch: Any, node: Node, result: Any,
                    values: dict[str, Any]) -> Observations:
     """Observations a node yields once it has run: its result and whatever it mutated."""
     node_id = node["id"]
@@ -231,24 +246,26 @@ def observe_result(torch: Any, node: dict[str, Any], result: Any,
             out[f"{node_id}.{index}"] = observe(torch, item)
     else:
         out[node_id] = observe(torch, result)
+    if not is_call(node):
+        return out
     if node.get("inplace"):
         # the mutated tensor: the first argument, or the input of an in-place module
         args = node["args"][1:] if node["op"] == "invoke" else node["args"]
         first = args[0] if args else None
-        if isinstance(first, dict) and "ref" in first:
+        if is_ref(first):
             out[f"{node_id}!self"] = observe(torch, values[first["ref"]])
     if node["op"] == "invoke":
-        module = values[node["args"][0]["ref"]]
+        module = values[ref_of(node["args"][0])]
         for name, buf in module_buffers(module).items():
             out[f"{node_id}!state.{name}"] = observe(torch, buf)
     return out
 
 
-def run_node(torch: Any, node: dict[str, Any], values: dict[str, Any], hooks: Hooks) -> Any:
+def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> Any:
     """Run one node on this side; raises what the framework raises (MissingApi for lookups)."""
-    op = node["op"]
-    if op == "input":
+    if node["op"] == "input":
         return make_input(torch, node, hooks.device)
+    op = node["op"]
     args = decode_literal(torch, node.get("args", []), values)
     kwargs = {k: decode_literal(torch, v, values) for k, v in node.get("kwargs", {}).items()}
     if op == "call":
@@ -284,7 +301,7 @@ def run_node(torch: Any, node: dict[str, Any], values: dict[str, Any], hooks: Ho
 
 
 def run_backward(
-    torch: Any, program: dict[str, Any], values: dict[str, Any], device: str = "cpu",
+    torch: Any, program: Program, values: dict[str, Any], device: str = "cpu",
     tracker: BackwardTracker | None = None,
 ) -> Observations:
     """Backward from the program's outputs with seeded random upstream gradients; the
@@ -331,7 +348,7 @@ def _lookup(values: dict[str, Any], key: str) -> Any:
     return values[key]
 
 
-def replay(torch: Any, program: dict[str, Any], hooks: Hooks,
+def replay(torch: Any, program: Program, hooks: Hooks,
            progress: Callable[[int], None] | None = None) -> Observations:
     """Run every node, observing as we go; stop where this side's raising differs from the
     reference's, since everything after that point is a consequence."""
@@ -387,7 +404,7 @@ def backward_error(exc: BaseException, tracker: BackwardTracker | None) -> dict[
     return obs
 
 
-def observe_finals(torch: Any, program: dict[str, Any], values: dict[str, Any]) -> Observations:
+def observe_finals(torch: Any, program: Program, values: dict[str, Any]) -> Observations:
     """Inputs at the end of the program, when an in-place call may have changed them."""
     if not any(node.get("inplace") for node in program["nodes"]):
         return {}
