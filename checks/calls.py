@@ -190,6 +190,8 @@ def _judge_alone(spec: Spec, program: Program, node: dict[str, Any], piece: Slic
     outcome = candidate.run(piece.program)
     if outcome.observations is None:
         found = [outcome_finding(spec, piece.program, outcome)]
+    elif not _scaffolding_agrees(piece.program, call, alone, outcome.observations, spec):
+        return None  # the candidate's views or clone of the inputs already differ
     else:
         found = judge_all(piece.program, alone, outcome.observations, spec.name,
                           spec.rtol, spec.atol)
@@ -205,6 +207,14 @@ def _judge_alone(spec: Spec, program: Program, node: dict[str, Any], piece: Slic
         if finding.node == call or finding.op == BACKWARD_OP:
             out.append(_mapped(finding, program, piece))
     return out
+
+
+def _scaffolding_agrees(sliced: Program, call: str, alone: Observations,
+                        cand: Observations, spec: Spec) -> bool:
+    """Both sides computed the same before the call: its literal inputs and the views or
+    clone that rebuild what the call received."""
+    return all(_forward_agrees(n["id"], alone, cand, spec) for n in sliced["nodes"]
+               if n["id"] != call)
 
 
 def _control(ref: Observations, alone: Observations, call: str, original: str,

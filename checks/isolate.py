@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .findings import Finding, Kind
+from .layout import plan_layout
 from .program import Observations, Program, reference_observations
 from .runtime.replay import Hooks, bind_result, module_tensors, run_node
 from .runtime.replay import seed as seed_reference
@@ -43,10 +44,14 @@ def prefix_values(program: Program, stop: int) -> dict[str, Any]:
     return values
 
 
-def literal_input(node_id: str, tensor: Any, keep_grad: bool = True) -> dict[str, Any]:
+def literal_input(node_id: str, tensor: Any, keep_grad: bool = True,
+                  arr: np.ndarray | None = None) -> dict[str, Any]:
+    """An input node holding ``tensor``'s values (``arr`` in their place when given: the
+    contiguous base of a view)."""
     import torch
 
-    dtype, arr = to_numpy(torch, tensor)
+    dtype, values = to_numpy(torch, tensor)
+    arr = values if arr is None else arr
     grad = keep_grad and bool(tensor.requires_grad) and (
         tensor.is_floating_point() or tensor.is_complex())
     return {"id": node_id, "op": "input", "dtype": dtype, "shape": list(arr.shape),
@@ -59,6 +64,8 @@ class _Slicer:
         self.values = values
         self.nodes: list[dict[str, Any]] = []
         self.renamed: dict[str, str] = {}
+        # a view rebuilt from a literal: its last node's id -> the view calls after the literal
+        self.views: dict[str, list[dict[str, Any]]] = {}
         self.by_id = {n["id"]: n for n in program["nodes"]}
 
     def _new_id(self) -> str:
@@ -71,7 +78,7 @@ class _Slicer:
 
         value = self.values[old]
         if is_tensor(torch, value):
-            node = literal_input(self._new_id(), value, self.keep_grad)
+            node = self._tensor(value)
         elif isinstance(value, torch.nn.Module):
             node = self._module(old, value)
         elif isinstance(value, (list, tuple)) and all(is_tensor(torch, v) for v in value):
@@ -86,6 +93,39 @@ class _Slicer:
                                "target": f"{node['target']}.eval",
                                "args": [{"ref": node["id"]}], "kwargs": {}})
         return {"ref": node["id"]}
+
+    def _tensor(self, value: Any) -> dict[str, Any]:
+        """A literal input; for a non-contiguous view, the literal of its base followed by
+        the view calls that give the same strides (the last node is returned, the others
+        appended)."""
+        import torch
+
+        layout = None
+        if getattr(value, "layout", None) == torch.strided:
+            layout = plan_layout(list(value.shape), list(value.stride()))
+        if layout is None or not layout.steps:
+            return literal_input(self._new_id(), value, self.keep_grad)
+        base = layout.base_array(to_numpy(torch, value)[1])
+        literal = literal_input(self._new_id(), value, self.keep_grad, base)
+        self.nodes.append(literal)
+        return self.view_of(literal["id"], [{"name": name, "args": args}
+                                            for name, args in layout.steps])
+
+    def view_of(self, source: str, steps: list[dict[str, Any]]) -> dict[str, Any]:
+        """The view calls ``steps`` applied to ``source``; the last node is returned, the
+        others appended."""
+        current, made, node = source, [], {}
+        for step in steps:
+            node = {"id": self._new_id(), "op": "method", "name": step["name"],
+                    "target": f"torch.Tensor.{step['name']}",
+                    "args": [{"ref": current}, *[_encode(a) for a in step["args"]]],
+                    "kwargs": {}}
+            made.append(step)
+            if step is not steps[-1]:
+                self.nodes.append(node)
+            current = node["id"]
+        self.views[current] = made
+        return node
 
     def _module(self, old: str, module: Any) -> dict[str, Any]:
         import torch
@@ -105,6 +145,26 @@ class _Slicer:
                 return self.ref(value["ref"])
             return {k: self.rewrite(v) for k, v in value.items()}
         return value
+
+
+def _encode(value: Any) -> Any:
+    """A view call's argument as a program literal."""
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, slice):
+        return {"slice": [value.start, value.stop, value.step]}
+    return value
+
+
+def _literal_of(nodes: list[dict[str, Any]], view: str, depth: int) -> str:
+    """The literal that a view rebuilt by ``depth`` view calls starts from."""
+    by_id = {n["id"]: n for n in nodes}
+    current = view
+    for _ in range(depth):
+        current = by_id[current]["args"][0]["ref"]
+    return str(current)
 
 
 def _refs_in(value: Any) -> bool:
@@ -149,10 +209,19 @@ def slice_call(program: Program, index: int, keep_grad: bool = True, backward: b
         mutated = call["args"][position] if len(call["args"]) > position else None
         if not (isinstance(mutated, dict) and "ref" in mutated):
             return None
-        clone = {"id": slicer._new_id(), "op": "method", "target": "torch.Tensor.clone",
-                 "name": "clone", "args": [mutated], "kwargs": {}}
+        steps = slicer.views.get(mutated["ref"])
+        source = mutated
+        if steps is not None:  # clone the literal and rebuild the view on the clone
+            source = {"ref": _literal_of(slicer.nodes, mutated["ref"], len(steps))}
+        clone: dict[str, Any] = {"id": slicer._new_id(), "op": "method", "name": "clone",
+                                 "target": "torch.Tensor.clone", "args": [source],
+                                 "kwargs": {}}
         slicer.nodes.append(clone)
-        call["args"] = [*call["args"][:position], {"ref": clone["id"]},
+        written = clone
+        if steps is not None:
+            written = slicer.view_of(clone["id"], steps)
+            slicer.nodes.append(written)
+        call["args"] = [*call["args"][:position], {"ref": written["id"]},
                         *call["args"][position + 1:]]
     call["id"] = slicer._new_id()
     nodes = [*slicer.nodes, call]
