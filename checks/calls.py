@@ -113,8 +113,7 @@ def judge_calls(spec: Spec, program: Program, ref: Observations, cand: Observati
         if only is not None and node.get("target") != only:
             continue
         inplace = bool(node.get("inplace"))
-        forward_ok = all(compare(ref[k], cand.get(k), spec.rtol, spec.atol) is None
-                         for k in forward.get(node["id"], []))
+        forward_ok = _agrees_at(node["id"], forward, ref, cand, spec)
         backward = (bool(program.get("backward")) and not agrees
                     and _gets_gradient(node, ref)
                     and not _call_agrees(ref_calls.get(node["id"]),
@@ -185,6 +184,8 @@ def _judge_alone(spec: Spec, program: Program, node: Node, piece: Sliced,
     outcome = candidate.run(piece.program)
     if outcome.observations is None:
         found = [outcome_finding(spec, piece.program, outcome)]
+    elif not _scaffolding_agrees(piece.program, call, alone, outcome.observations, spec):
+        return None  # the candidate's views or clone of the inputs already differ
     else:
         found = judge_all(piece.program, alone, outcome.observations, spec.name,
                           spec.rtol, spec.atol)
@@ -200,6 +201,15 @@ def _judge_alone(spec: Spec, program: Program, node: Node, piece: Sliced,
         if finding.node == call or finding.op == BACKWARD_OP:
             out.append(_mapped(finding, program, piece))
     return out
+
+
+def _scaffolding_agrees(sliced: Program, call: str, alone: Observations,
+                        cand: Observations, spec: Spec) -> bool:
+    """Both sides computed the same before the call: its literal inputs and the views or
+    clone that rebuild what the call received."""
+    forward = _forward_keys(alone)
+    return all(_agrees_at(n["id"], forward, alone, cand, spec) for n in sliced["nodes"]
+               if n["id"] != call)
 
 
 def _control(ref: Observations, alone: Observations, call: str, original: str,
@@ -237,6 +247,13 @@ def _forward_keys(ref: Observations) -> dict[str, list[str]]:
     for key in (k for k in ref if is_forward(k)):
         keys.setdefault(node_of(key), []).append(key)
     return keys
+
+
+def _agrees_at(node_id: str, forward: dict[str, list[str]], ref: Observations,
+               cand: Observations, spec: Spec) -> bool:
+    """Both sides computed the same at this node (``forward``: :func:`_forward_keys`)."""
+    return all(compare(ref[k], cand.get(k), spec.rtol, spec.atol) is None
+               for k in forward.get(node_id, []))
 
 
 def _gets_gradient(node: Node, ref: Observations) -> bool:

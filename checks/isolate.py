@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .findings import Finding, Kind
+from .layout import plan_layout
 from .program import (
     BackwardPlan,
     CallNode,
@@ -54,10 +55,14 @@ def prefix_values(program: Program, stop: int) -> dict[str, Any]:
     return values
 
 
-def literal_input(node_id: str, tensor: Any, keep_grad: bool = True) -> InputNode:
+def literal_input(node_id: str, tensor: Any, keep_grad: bool = True,
+                  arr: np.ndarray | None = None) -> InputNode:
+    """An input node holding ``tensor``'s values (``arr`` in their place when given: the
+    contiguous base of a view)."""
     import torch
 
-    dtype, arr = to_numpy(torch, tensor)
+    dtype, values = to_numpy(torch, tensor)
+    arr = values if arr is None else arr
     grad = keep_grad and bool(tensor.requires_grad) and (
         tensor.is_floating_point() or tensor.is_complex())
     return {"id": node_id, "op": "input", "dtype": dtype, "shape": list(arr.shape),
@@ -70,6 +75,8 @@ class _Slicer:
         self.values = values
         self.nodes: list[Node] = []
         self.renamed: dict[str, str] = {}
+        # a view rebuilt from a literal: its last node's id -> the view calls after the literal
+        self.views: dict[str, list[tuple[str, list[Any]]]] = {}
         self.by_id = {n["id"]: n for n in program["nodes"]}
 
     def _new_id(self) -> str:
@@ -82,7 +89,7 @@ class _Slicer:
 
         value = self.values[old]
         if is_tensor(torch, value):
-            node: Node = literal_input(self._new_id(), value, self.keep_grad)
+            node: Node = self._tensor(value)
         elif isinstance(value, torch.nn.Module):
             node = self._module(old, value)
         elif isinstance(value, (list, tuple)) and all(is_tensor(torch, v) for v in value):
@@ -97,6 +104,40 @@ class _Slicer:
                                "target": f"{node['target']}.eval",
                                "args": [{"ref": node["id"]}], "kwargs": {}})
         return {"ref": node["id"]}
+
+    def _tensor(self, value: Any) -> Node:
+        """A literal input; for a non-contiguous view, the literal of its base followed by
+        the view calls that give the same strides (the last node is returned, the others
+        appended)."""
+        import torch
+
+        layout = None
+        if getattr(value, "layout", None) == torch.strided:
+            layout = plan_layout(list(value.shape), list(value.stride()))
+        if layout is None or not layout.steps:
+            return literal_input(self._new_id(), value, self.keep_grad)
+        base = layout.base_array(to_numpy(torch, value)[1])
+        literal = literal_input(self._new_id(), value, self.keep_grad, base)
+        self.nodes.append(literal)
+        return self.view_of(literal["id"], [(name, args) for name, args in layout.steps])
+
+    def view_of(self, source: str, steps: list[tuple[str, list[Any]]]) -> CallNode:
+        """The view calls ``steps`` applied to ``source``; the last node is returned, the
+        others appended."""
+        if not steps:
+            raise ValueError("a view needs at least one call")
+        current = source
+        nodes: list[CallNode] = []
+        for name, args in steps:
+            nodes.append({"id": self._new_id(), "op": "method", "name": name,
+                          "target": f"torch.Tensor.{name}",
+                          "args": [{"ref": current}, *[_encode(a) for a in args]],
+                          "kwargs": {}})
+            if len(nodes) < len(steps):
+                self.nodes.append(nodes[-1])
+            current = nodes[-1]["id"]
+        self.views[current] = list(steps)
+        return nodes[-1]
 
     def _module(self, old: str, module: Any) -> CallNode:
         import torch
@@ -116,6 +157,28 @@ class _Slicer:
         if isinstance(value, dict):
             return {k: self.rewrite(v) for k, v in value.items()}
         return value
+
+
+def _encode(value: Any) -> Any:
+    """A view call's argument as a program literal."""
+    if isinstance(value, tuple):
+        return {"tuple": [_encode(v) for v in value]}
+    if isinstance(value, list):
+        return [_encode(v) for v in value]
+    if isinstance(value, slice):
+        return {"slice": [value.start, value.stop, value.step]}
+    return value
+
+
+def _literal_of(nodes: list[Node], view: str, depth: int) -> str:
+    """The literal that a view rebuilt by ``depth`` view calls starts from."""
+    by_id = {n["id"]: n for n in nodes}
+    current = view
+    for _ in range(depth):
+        node = by_id[current]
+        assert is_call(node) and is_ref(node["args"][0])
+        current = node["args"][0]["ref"]
+    return current
 
 
 @dataclass
@@ -152,10 +215,18 @@ def slice_call(program: Program, index: int, keep_grad: bool = True, backward: b
         mutated = call["args"][position] if len(call["args"]) > position else None
         if not is_ref(mutated):
             return None
-        clone: CallNode = {"id": slicer._new_id(), "op": "method", "target": "torch.Tensor.clone",
-                 "name": "clone", "args": [mutated], "kwargs": {}}
+        steps = slicer.views.get(mutated["ref"])
+        source = mutated
+        if steps is not None:  # clone the literal and rebuild the view on the clone
+            source = {"ref": _literal_of(slicer.nodes, mutated["ref"], len(steps))}
+        clone: CallNode = {"id": slicer._new_id(), "op": "method", "name": "clone",
+                           "target": "torch.Tensor.clone", "args": [source], "kwargs": {}}
         slicer.nodes.append(clone)
-        call["args"] = [*call["args"][:position], {"ref": clone["id"]},
+        written: CallNode = clone
+        if steps is not None:
+            written = slicer.view_of(clone["id"], steps)
+            slicer.nodes.append(written)
+        call["args"] = [*call["args"][:position], {"ref": written["id"]},
                         *call["args"][position + 1:]]
     call["id"] = slicer._new_id()
     nodes = [*slicer.nodes, call]

@@ -18,7 +18,8 @@ from checks.spec import Spec, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PRELUDE = (FIXTURES / "chained_bugs_prelude.py").read_text()
-ALL_QUIRKS = '{"log_softmax", "nll_loss", "hardtanh", "exp", "grad", "add_", "mul_"}'
+ALL_QUIRKS = '''{"log_softmax", "nll_loss", "hardtanh", "exp", "grad", "add_", "mul_", "asinh",
+          "atan"}'''
 
 
 def _specs(*names: str) -> list[Spec]:
@@ -142,7 +143,9 @@ def test_each_bug_behind_another_minimizes_to_a_verified_repro_of_its_own(
                           ("grad-mismatch", "torch.exp"),
                           ("grad-mismatch", BACKWARD_OP),
                           ("grad-mismatch", "torch.Tensor.add_"),
-                          ("grad-mismatch", "torch.Tensor.mul_")}
+                          ("grad-mismatch", "torch.Tensor.mul_"),
+                          ("value-mismatch", "torch.asinh"),
+                          ("value-mismatch", "torch.atan")}
     for finding in found.values():
         assert finding["repro_verified"] is True, finding["op"]
         assert finding["verdict"] == "candidate-bug", finding["op"]
@@ -154,6 +157,10 @@ def test_each_bug_behind_another_minimizes_to_a_verified_repro_of_its_own(
         assert not any(gone in t for t in targets), targets
         assert f"torch.nn.functional.{gone}(" not in finding["repro"]  # the prelude has it
         assert finding["downstream_of"][0]["op"].endswith(gone)
+    # a call that got a strided view is judged, and reproduced, on the same strides
+    atan = found[("value-mismatch", "torch.atan")]
+    assert atan["downstream_of"][0]["op"] == "torch.asinh"
+    assert "torch.asinh(" not in atan["repro"] and ".permute(" in atan["repro"]
     # root causes come first in the report
     flags = [bool(f.get("downstream_of")) for f in chained_report["findings"]]
     assert flags == sorted(flags)
@@ -162,6 +169,23 @@ def test_each_bug_behind_another_minimizes_to_a_verified_repro_of_its_own(
 def test_the_app_reads_and_renders_downstream_marks(chained_report: dict[str, Any]) -> None:
     parsed = parse_report(chained_report)
     marked = [f for f in parsed.findings if f.downstream_of]
-    assert {f.op for f in marked} == {"torch.nn.functional.nll_loss", "torch.exp"}
+    assert {f.op for f in marked} == {"torch.nn.functional.nll_loss", "torch.exp",
+                                      "torch.atan"}
     text = render_markdown(chained_report)
     assert "Downstream of value-mismatch at `torch.nn.functional.log_softmax`" in text
+
+
+def test_a_bug_only_on_strided_input_is_judged_on_the_same_strides() -> None:
+    # atan is wrong only on a non-contiguous input, and its input (a transpose) already
+    # differs because asinh is off: judged alone it must still get a transposed input
+    result = _check(("asinh_then_atan_of_a_transpose",))
+    assert _summary(result) == {("value-mismatch", "torch.asinh"),
+                                ("value-mismatch", "torch.atan")}
+    atan = next(f for f in result.findings if f.op == "torch.atan")
+    assert atan.extra["judged_alone"] is True
+    assert atan.extra["downstream_of"][0]["op"] == "torch.asinh"
+    assert atan.count == result.programs_run == 4
+    # the same bug alone is found by the chained run, and a contiguous input shows nothing
+    alone = _check(("asinh_then_atan_of_a_transpose",), {"atan"})
+    assert _summary(alone) == {("value-mismatch", "torch.atan")}
+    assert _summary(_check(("sin_tanh",), {"atan"})) == set()
