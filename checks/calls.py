@@ -26,18 +26,14 @@ from .findings import (
     Finding,
     Kind,
     backward_agrees,
-    is_forward,
     judge_all,
     judge_gradients,
-    mask,
-    mismatch_signature,
-    node_of,
-    role,
     upstream_of,
 )
 from .isolate import Sliced, slice_calls
 from .program import Node, Observations, Program, reference_observations, target_of
 from .runtime.replay import per_call
+from .signatures import is_forward, mask, mismatch_signature, node_of, role
 from .spec import Spec
 
 if TYPE_CHECKING:  # report_types imports this module's importers

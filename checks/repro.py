@@ -28,12 +28,13 @@ from typing import Any
 from .candidate import CandidateConfig
 from .codegen import statements, tensor_expr
 from .compare import tolerance
-from .findings import Finding, Kind, node_of
+from .findings import Finding, Kind
 from .oracle import reference_observations
 from .program import BackwardPlan, Program, call_args, call_kwargs
 from .report import environment
 from .runtime.literals import ref_of, refs
 from .runtime.values import FLOAT_DTYPES
+from .signatures import node_of
 
 STATUS_PREFIX = "alignbot-repro: "
 LINE_LIMIT = 100  # the project's ruff line length, which generated scripts keep
