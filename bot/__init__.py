@@ -11,6 +11,7 @@ alignment, trust, commands, reminders — imports another: ``tests/test_layers.p
 - ``webhooks.py``   HMAC verification, delivery de-duplication, routing, enqueue, 2xx at once
 - ``app.py``        the FastAPI application (``POST /webhook``, ``GET /healthz``)
 - ``worker.py``     the embedded worker that claims jobs and runs their handlers
+- ``errors.py``     the error taxonomy every job shares: transient or not, retry when
 - ``github.py``     GitHub App access through PyGithub: JWT, cached installation tokens,
                     bounded retries, configurable API base URL
 - ``config/``       ``.github/alignbot.yml``: the per-repository configuration: ``globs``,

@@ -18,6 +18,7 @@ from github.Repository import Repository
 from .archive import ArchiveError, extract_tarball
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
 from .engine_report import InvalidReport, empty_report, parse_report
+from .errors import is_transient
 from .github import FileTooLarge, GitHubApp, read_text, transient_failures
 from .jobs import ALIGN as JOB_KIND
 from .markers import upsert_marked
@@ -33,7 +34,7 @@ from .output import (
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
 from .webhooks import Event, WebhookRouter
-from .worker import JobSuperseded, is_transient
+from .worker import JobSuperseded
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExc
 from github.Repository import Repository
 from urllib3.util.retry import Retry
 
-from .worker import TransientError
+from .errors import TransientError
 
 # Refresh an installation token this long before GitHub says it expires.
 REFRESH_MARGIN = timedelta(minutes=10)

@@ -18,6 +18,13 @@ def author_login(comment: Any) -> str:
     return login if isinstance(login, str) else ""
 
 
+def is_bot_account(user: Any) -> bool:
+    """A GitHub user object (REST JSON) of an App or another bot."""
+    if not isinstance(user, dict):
+        return False
+    return user.get("type") == "Bot" or str(user.get("login", "")).endswith("[bot]")
+
+
 def comment_body(comment: Any) -> str:
     body = comment.get("body") if isinstance(comment, dict) else getattr(comment, "body", None)
     return body if isinstance(body, str) else ""

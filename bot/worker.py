@@ -12,9 +12,10 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
+from bot.errors import describe, is_transient, retry_at
 from bot.queue import JobQueue, JobRecord
 from bot.settings import Settings
 from bot.storage import utcnow
@@ -24,16 +25,6 @@ log = logging.getLogger(__name__)
 JobHandler = Callable[[JobRecord], dict[str, Any] | None]
 # A handler's optional ``give_up(job, reason)``: called once when its job fails for good.
 GiveUp = Callable[[JobRecord, str], object]
-
-
-class TransientError(Exception):
-    """A failure worth retrying later (GitHub answered 502, the network blinked).
-
-    Any exception with a true ``transient`` attribute counts as well; one that also has a
-    ``retry_at`` datetime (``bot.github.RateLimited``) is run again at that time.
-    """
-
-    transient = True
 
 
 @dataclass(frozen=True)
@@ -82,22 +73,6 @@ def ensure_current() -> None:
     current: tuple[JobQueue, int] | None = getattr(_running, "job", None)
     if current is not None and not current[0].is_current(current[1]):
         raise JobSuperseded(f"job {current[1]} was superseded")
-
-
-def is_transient(error: BaseException) -> bool:
-    return getattr(error, "transient", False) is True
-
-
-def retry_at(error: BaseException) -> datetime | None:
-    """When a transient error says the job may run again (a rate limit's reset), if it says."""
-    when = getattr(error, "retry_at", None)
-    return when if is_transient(error) and isinstance(when, datetime) else None
-
-
-def describe(error: BaseException) -> str:
-    message = str(error)
-    text = f"{type(error).__name__}: {message}" if message else type(error).__name__
-    return text if len(text) <= 4000 else text[:4000] + "…"
 
 
 class Worker:

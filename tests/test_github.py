@@ -17,6 +17,7 @@ from github import BadCredentialsException, GithubException, RateLimitExceededEx
 from github.GithubException import RateLimitExceededExceedsMaxWait
 
 from bot.alignment import JOB_KIND, AlignmentJob
+from bot.errors import TransientError, is_transient
 from bot.github import (
     MAX_CONTENT,
     REFRESH_MARGIN,
@@ -30,7 +31,6 @@ from bot.github import (
 from bot.queue import JobRecord, JobState, SqlJobQueue
 from bot.storage import make_engine, migrate
 from bot.testing.github import GitHubServer
-from bot.worker import TransientError, is_transient
 
 OWNER, NAME, INSTALLATION, NUMBER = "octo-org", "ops-lib", 4242, 7
 BASE, HEAD = "b" * 40, "c" * 40

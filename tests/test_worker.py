@@ -15,13 +15,13 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select, update
 
+from bot.errors import TransientError
 from bot.github import FileTooLarge, RateLimited
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
 from bot.storage import JOBS, make_engine, migrate, transaction
 from bot.worker import (
     JobSuperseded,
     RetryPolicy,
-    TransientError,
     Worker,
     ensure_current,
     retry_policy,

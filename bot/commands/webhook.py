@@ -6,15 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from ..jobs import COMMAND as JOB_KIND
+from ..markers import is_bot_account
 from ..queue import JobRequest
 from ..webhooks import Event, WebhookRouter, require
 from .parser import MAX_COMMANDS, command_lines, new_command_lines
-
-
-def _is_bot(user: Any) -> bool:
-    if not isinstance(user, dict):
-        return False
-    return user.get("type") == "Bot" or str(user.get("login", "")).endswith("[bot]")
 
 
 def _request(event: Event, source: str, source_id: int, number: int, actor: str,
@@ -43,7 +38,7 @@ def on_issue_comment(event: Event) -> list[JobRequest]:
     comment = require(event.payload, "comment", kind=dict)
     issue = require(event.payload, "issue", kind=dict)
     sender = _optional(event.payload, "sender", dict)
-    if "pull_request" not in issue or _is_bot(comment.get("user")) or _is_bot(sender):
+    if "pull_request" not in issue or is_bot_account(comment.get("user")) or is_bot_account(sender):
         return []
     body = _optional(comment, "body", str) or ""
     if event.action == "edited":
@@ -68,7 +63,8 @@ def on_issue_comment(event: Event) -> list[JobRequest]:
 def on_review(event: Event) -> list[JobRequest]:
     """``pull_request_review`` submitted: the command lines of the review's body."""
     review = require(event.payload, "review", kind=dict)
-    if _is_bot(review.get("user")) or _is_bot(_optional(event.payload, "sender", dict)):
+    sender = _optional(event.payload, "sender", dict)
+    if is_bot_account(review.get("user")) or is_bot_account(sender):
         return []
     lines = command_lines(_optional(review, "body", str) or "")
     if not lines:

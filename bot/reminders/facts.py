@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from ..markers import find_marked
+from ..markers import find_marked, is_bot_account
 from ..storage import Kind
 from .schedule import parse_time
 
@@ -22,9 +22,7 @@ _TEAM = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 def is_bot(user: Mapping[str, Any] | None) -> bool:
     """Apps and other bots: their actions are not human activity. A deleted user counts as
     no one."""
-    if not user:
-        return True
-    return user.get("type") == "Bot" or str(user.get("login", "")).endswith("[bot]")
+    return not user or is_bot_account(user)
 
 
 @dataclass(frozen=True)

@@ -28,20 +28,14 @@ import requests
 from github import BadCredentialsException, GithubException
 from sqlalchemy import Engine
 
+from ..errors import TransientError, is_transient
 from ..github import ApiOptions, GitHubApp, transient_failures
 from ..jobs import REMINDER_SWEEP as JOB_KIND
 from ..lease import Lease, default_owner
 from ..queue import JobQueue, JobRecord, JobRequest, JobState, SqlJobQueue
 from ..settings import Settings
 from ..storage import make_engine, migrate, utcnow
-from ..worker import (
-    RetryPolicy,
-    TransientError,
-    Worker,
-    ensure_current,
-    is_transient,
-    retry_policy,
-)
+from ..worker import RetryPolicy, Worker, ensure_current, retry_policy
 from .api import Api, ApiLimits, Budget, BudgetExhausted, WritePacer
 from .report import SweepReport
 from .store import RepoState, Store, installed_repos
