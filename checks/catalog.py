@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,7 +41,9 @@ def entry(spec: Spec, seed: int = 0, n: int | None = None) -> Entry:
         dtypes.update(node["dtype"] for node in program["nodes"] if node["op"] == "input")
 
     draws = n or spec.n
-    draw_programs(spec, draws, seed, visit)
+    with warnings.catch_warnings():  # torch's UserWarnings say nothing about the listing
+        warnings.simplefilter("ignore")
+        draw_programs(spec, draws, seed, visit)
     return Entry(spec.name, spec.ops, spec.source, tuple(sorted(dtypes, key=_dtype_key)),
                  draws)
 

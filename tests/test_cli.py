@@ -67,6 +67,10 @@ def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -
     (["check", "--candidate", "torch", "--spec-file", "/no/specs.py"], "no such file"),
     (["check", "--candidate", "torch", "--override", "relu"], "expected torch.API=module:attr"),
     (["frobnicate"], "invalid choice"),
+    (["check", "--candidate", "torch", "--jobs", "0"], "argument --jobs: expected a number"),
+    (["check", "--candidate", "torch", "--jobs", "x"], "argument --jobs: expected a number"),
+    (["specs", "--ops", "zzz*"], "no spec matches --ops 'zzz*'"),
+    (["specs", "--spec-file", "/no/specs.py"], "--spec-file /no/specs.py: no such file"),
 ])
 def test_bad_input_exits_2_with_one_line(args: list[str], message: str, capsys: Any) -> None:
     assert main(args) == 2
@@ -182,3 +186,24 @@ def test_ctrl_c_mid_run_writes_a_partial_report(tmp_path: Path) -> None:
     assert data["programs_run"] == 8  # the leaky_relu draws; the stuck program is not judged
     assert "repro" not in data["findings"][0]
     assert "1 finding" in out
+
+
+def test_specs_lists_name_source_dtypes_and_ops(capsys: Any) -> None:
+    assert main(["specs", "--ops", "relu*"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["NAME", "SOURCE", "DTYPES", "OPS"]
+    rows = {line.split()[0]: line.split(None, 3) for line in lines[1:-1]}
+    assert lines[-1] == f"{len(rows)} specs"
+    assert rows["activations.relu"] == ["activations.relu", "DSL", "float32,float64",
+                                        "torch.nn.functional.relu, torch.nn.ReLU"]
+    assert all("relu" in row[3] for row in rows.values())
+
+
+def test_specs_json_lists_the_spec_files_specs(capsys: Any) -> None:
+    assert main(["specs", "--spec-file", PLANTED, "--ops", "sum*,silu*", "--json"]) == 0
+    listed = json.loads(capsys.readouterr().out)
+    assert listed == [
+        {"name": "planted_specs.silu_missing", "ops": ["torch.nn.functional.silu"],
+         "source": "DSL", "dtypes": ["float32"], "draws": 4},
+        {"name": "planted_specs.sum_dtype", "ops": ["torch.sum"], "source": "DSL",
+         "dtypes": ["float32"], "draws": 6}]
