@@ -131,11 +131,10 @@ class Workers:
 
     def stop(self, force: bool = False) -> None:
         """Let every worker close its candidates and exit; ``force``: interrupt what they
-        run first (SIGINT, as Ctrl-C would)."""
+        run first (SIGTERM: they kill their candidates)."""
         for worker in self._workers:
-            if force and worker.process.is_alive() and worker.process.pid is not None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(worker.process.pid, signal.SIGINT)
+            if force and worker.process.is_alive():
+                worker.process.terminate()
             with contextlib.suppress(OSError):
                 worker.tasks.send(None)
         for worker in self._workers:
@@ -146,6 +145,20 @@ class Workers:
             worker.tasks.close()
             worker.results.close()
         self._workers = []
+
+    def interrupt(self, done: dict[int, Any], partial: dict[int, Any]) -> None:
+        """Stop every worker (SIGTERM) and keep what they still send: results of finished
+        tasks in ``done``, what an unfinished task had judged in ``partial``."""
+        for worker in self._workers:
+            if worker.process.is_alive():
+                worker.process.terminate()
+        for worker in self._workers:
+            with contextlib.suppress(Exception):  # a message cut short by Ctrl-C, EOF
+                while worker.results.poll(EXIT_GRACE):
+                    what, index, payload = worker.results.recv()
+                    if what in ("done", "partial"):
+                        (done if what == "done" else partial)[index] = payload
+        self.stop(force=True)
 
     def run(self, kind: str, payloads: list[Any], labels: list[str], on_event: OnEvent,
             done: dict[int, Any]) -> list[Any]:
@@ -197,12 +210,14 @@ class Workers:
 def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], None],
           on_note: Callable[[str], None]) -> CheckResult:
     """:func:`checks.engine.check` over the workers, one spec per task. Ctrl-C raises
-    :class:`checks.engine.Interrupted` with the specs finished so far."""
+    :class:`checks.engine.Interrupted` with what was judged so far: the specs finished, and
+    the programs judged of those cut short."""
     setup = workers.setup
     result = CheckResult(reference=workers.reference, candidate=setup.config.name,
                          seed=setup.seed)
     seen: set[str] = set()
     done: dict[int, SpecRun] = {}
+    partial: dict[int, SpecRun] = {}  # specs that Ctrl-C cut short
 
     def on_event(kind: str, index: int, payload: Any) -> None:
         if kind == "note":
@@ -215,9 +230,11 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
     def merged() -> CheckResult:
         merger = Merger()
         result.programs_run = 0
-        for index in sorted(done):
-            run = done[index]
-            result.specs_run.append(specs[index].name)
+        runs = {**partial, **done}
+        for index in sorted(runs):
+            run = runs[index]
+            if index in done:
+                result.specs_run.append(specs[index].name)
             result.programs_run += run.programs
             for finding in run.findings:
                 merger.add(finding)
@@ -226,7 +243,7 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
                         getattr(result.stats, name) + getattr(run.stats, name))
         result.stats.trace_s -= result.stats.candidate_s + result.stats.judge_s
         result.stats.worker_starts = workers.count + sum(
-            done[index].stats.worker_starts for index in done)
+            run.stats.worker_starts for run in runs.values())
         result.findings = merger.collected()
         return result
 
@@ -234,6 +251,7 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
         workers.run("spec", [spec.name for spec in specs], [f"checking {spec.name}"
                     for spec in specs], on_event, done)
     except KeyboardInterrupt as exc:
+        workers.interrupt(done, partial)
         merged().complete = False
         raise Interrupted(result) from exc
     return merged()
@@ -263,8 +281,11 @@ def minimize(workers: Workers, findings: list[Finding],
 
 def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
     """A worker: start the candidate, then run tasks until told to stop (None, or the
-    parent gone). Ctrl-C or SIGTERM kill its candidates, never leaving one behind."""
+    parent gone). SIGTERM kills its candidates, never leaving one behind. Ctrl-C on a
+    terminal reaches the whole process group: the parent alone decides what it means (a
+    partial report), so a worker waits for its SIGTERM."""
     signal.signal(signal.SIGTERM, signal.default_int_handler)
+    signal.signal(signal.SIGINT, _ignore)  # not SIG_IGN: that would be inherited over exec
     with contextlib.ExitStack() as stack:
         stack.enter_context(_routed_warnings(results))
         candidate = CandidateProcess(setup.config)
@@ -308,6 +329,10 @@ def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
     os._exit(0)
 
 
+def _ignore(signum: int, frame: Any) -> None:
+    pass
+
+
 def _tasks(tasks: Connection) -> Iterator[tuple[str, int, Any]]:
     while True:
         try:
@@ -331,7 +356,13 @@ def _spec(spec: Spec, candidate: CandidateProcess, setup: Setup, index: int,
         results.send(("program", index, [finding.fingerprint for finding in found]))
 
     starts = candidate.starts
-    run_spec(spec, candidate, setup.seed, setup.n, record, run.stats)
+    try:
+        run_spec(spec, candidate, setup.seed, setup.n, record, run.stats)
+    except KeyboardInterrupt:  # told to stop: what was judged goes to the partial report
+        candidate.kill()
+        run.findings = merger.findings()
+        results.send(("partial", index, run))
+        raise
     run.stats.worker_starts = candidate.starts - starts
     run.findings = merger.findings()
     return run
