@@ -122,9 +122,11 @@ def test_reports_are_written_atomically(tmp_path: Path, capsys: Any) -> None:
 
 def _planted_run(path: Path) -> subprocess.CompletedProcess[str]:
     prelude = (FIXTURES / "planted_prelude.py").read_text()
+    # One worker: a repro's limit on the candidate (5 s with --timeout 2) includes importing
+    # torch, which two workers verifying repros at once on two busy cores can exceed.
     return _alignbot("check", "--prelude", prelude, "--spec-file", PLANTED, "--seed", "5",
                      "--ops", "elu*,selu*", "--timeout", "2", "--json", str(path),
-                     "--markdown", str(path.with_suffix(".md")), "--no-timings")
+                     "--markdown", str(path.with_suffix(".md")), "--no-timings", "--jobs", "1")
 
 
 def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path) -> None:
