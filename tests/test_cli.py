@@ -210,24 +210,3 @@ def _gone(pid: int, wait: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return False
-
-
-def test_specs_lists_name_source_dtypes_and_ops(capsys: Any) -> None:
-    assert main(["specs", "--ops", "relu*"]) == 0
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].split() == ["NAME", "SOURCE", "DTYPES", "OPS"]
-    rows = {line.split()[0]: line.split(None, 3) for line in lines[1:-1]}
-    assert lines[-1] == f"{len(rows)} specs"
-    assert rows["activations.relu"] == ["activations.relu", "DSL", "float32,float64",
-                                        "torch.nn.functional.relu, torch.nn.ReLU"]
-    assert all("relu" in row[3] for row in rows.values())
-
-
-def test_specs_json_lists_the_spec_files_specs(capsys: Any) -> None:
-    assert main(["specs", "--spec-file", PLANTED, "--ops", "sum*,silu*", "--json"]) == 0
-    listed = json.loads(capsys.readouterr().out)
-    assert listed == [
-        {"name": "planted_specs.silu_missing", "ops": ["torch.nn.functional.silu"],
-         "source": "DSL", "dtypes": ["float32"], "draws": 4},
-        {"name": "planted_specs.sum_dtype", "ops": ["torch.sum"], "source": "DSL",
-         "dtypes": ["float32"], "draws": 6}]
