@@ -1,12 +1,13 @@
-"""The engine's commands (``check``, ``repro``, ``upstream``): thin commands over the engine;
-bad input exits 2 with one line. ``python -m checks.cli`` runs them with nothing of the App
-installed; the ``alignbot`` console script (``bot/cli.py``) adds the App's commands."""
+"""The engine's commands (``check``, ``specs``, ``repro``, ``upstream``): thin commands over
+the engine; bad input exits 2 with one line. ``python -m checks.cli`` runs them with nothing
+of the App installed; the ``alignbot`` console script (``bot/cli.py``) adds the App's commands."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import dataclasses
+import json
 import os
 import re
 import sys
@@ -15,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, TypeAlias
 
+from . import catalog, jobs
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .dsl import DslError
@@ -24,7 +26,7 @@ from .minimize import MinimizeOptions, minimize_all
 from .presets import PRESETS, UnknownPreset, preset
 from .progress import Progress
 from .report_types import FindingEntry, Report
-from .spec import Spec, load_file, load_library, select
+from .spec import Spec, SpecFileError, SpecSource
 from .trace import SpecError
 from .upstream import DEFAULT_TRACKER
 
@@ -58,8 +60,37 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def default_jobs() -> int:
+    """The cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _jobs(value: str) -> int:
+    try:
+        jobs = int(value)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise argparse.ArgumentTypeError(f"expected a number of workers (1 or more), "
+                                         f"got {value!r}")
+    return jobs
+
+
+def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--ops", metavar="GLOB,…", default="",
+                        help="only specs whose name or ops match one of these globs")
+    parser.add_argument("--spec-file", metavar="PATH", action="append", default=[], type=Path,
+                        help="extra spec file (repeatable); with it the built-in library is "
+                             "used only when --library is given")
+    parser.add_argument("--library", action="store_true",
+                        help="include the built-in specs too")
+
+
 def add_commands(commands: Commands) -> None:
-    """``check``, ``repro`` and ``upstream``."""
+    """``check``, ``specs``, ``repro`` and ``upstream``."""
     chk = commands.add_parser("check", help="draw programs, run them on both sides, compare")
     who = chk.add_mutually_exclusive_group()
     who.add_argument("--candidate", metavar="PRESET",
@@ -67,12 +98,10 @@ def add_commands(commands: Commands) -> None:
     who.add_argument("--prelude", metavar="CODE",
                      help="Python source that binds `torch` in the candidate's worker")
     chk.add_argument("--python", metavar="PATH", help="interpreter for the candidate's worker")
-    chk.add_argument("--ops", metavar="GLOB,…", default="",
-                     help="only specs whose name or ops match one of these globs")
-    chk.add_argument("--spec-file", metavar="PATH", action="append", default=[], type=Path,
-                     help="extra spec file (repeatable); with it the built-in library is "
-                          "used only when --library is given")
-    chk.add_argument("--library", action="store_true", help="include the built-in specs too")
+    _add_spec_arguments(chk)
+    chk.add_argument("--jobs", type=_jobs, default=default_jobs(), metavar="N",
+                     help="check specs in N worker processes, each with its own candidate "
+                          "(default: the usable cores); the report does not depend on N")
     chk.add_argument("--override", metavar="API=MODULE:ATTR", action="append", default=[],
                      help="candidate callable for one torch API (repeatable)")
     chk.add_argument("--n", type=int, metavar="N", help="draws per spec (default: each spec's)")
@@ -101,6 +130,13 @@ def add_commands(commands: Commands) -> None:
     chk.add_argument("--no-timings", action="store_true",
                      help="leave seconds out of the JSON report (byte-identical reruns)")
     chk.set_defaults(func=cmd_check)
+
+    specs = commands.add_parser("specs", help="list the specs: name, ops, source, dtypes")
+    _add_spec_arguments(specs)
+    specs.add_argument("--seed", type=int, default=0, metavar="S",
+                       help="list the dtypes drawn with this seed (default 0)")
+    specs.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    specs.set_defaults(func=cmd_specs)
 
     for name, what in (("repro", "print a finding's repro script"),
                        ("upstream", "print a finding's upstream issue draft")):
@@ -134,22 +170,17 @@ def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
                            ), args.candidate
 
 
+def _source(args: argparse.Namespace) -> SpecSource:
+    return SpecSource(library=args.library or not args.spec_file, files=tuple(args.spec_file))
+
+
 def _specs(args: argparse.Namespace) -> list[Spec]:
     patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
-    if args.library or not args.spec_file:
-        load_library()
-    extra: list[Spec] = []
-    for path in args.spec_file:
-        if not path.is_file():
-            raise UsageError(f"--spec-file {path}: no such file")
-        try:
-            extra.extend(load_file(path))
-        except Exception as exc:
-            raise UsageError(f"--spec-file {path}: {type(exc).__name__}: {exc}") from exc
-    specs = select(patterns)
-    if args.spec_file and not args.library:
-        names = {s.name for s in extra}
-        specs = [s for s in specs if s.name in names]
+    try:
+        specs = _source(args).load()
+    except SpecFileError as exc:
+        raise UsageError(f"--spec-file {exc}") from exc
+    specs = [s for s in specs if s.matches(patterns)] if patterns else specs
     if not specs:
         raise UsageError(f"no spec matches --ops {args.ops!r}")
     return specs
@@ -255,33 +286,11 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--tracker {args.tracker!r}: expected OWNER/REPO")
     total = sum(args.n or spec.n for spec in specs)
     progress = Progress.for_stream(total, sys.stderr, enabled=not args.no_progress)
-    result: CheckResult | None = None
-    version = ""
+    run = _in_workers if min(args.jobs, len(specs)) > 1 else _in_process
     with contextlib.ExitStack() as stack:
         stack.enter_context(progress.routed_warnings())
-        candidate = stack.enter_context(CandidateProcess(config))
-        version = candidate.version
-        started = [candidate]
         try:
-            try:
-                result = check(specs, candidate, seed=args.seed, n=args.n,
-                               on_program=progress.programs)
-            except Interrupted as exc:
-                result = exc.result
-                raise
-            if result.findings and not args.no_minimize:
-                thirds = [stack.enter_context(CandidateProcess(CandidateConfig(
-                    name=f"third-{i}", prelude=code,
-                    python=args.third_python or sys.executable, timeout=args.timeout)))
-                    for i, code in enumerate(args.third)]
-                started += thirds
-                _minimize(result.findings, specs, candidate, config, args, thirds, progress)
-        except KeyboardInterrupt:
-            for process in started:  # do not wait for a program in flight
-                process.kill()
-            if result is None:
-                raise
-            result.complete = False
+            result, version = run(args, config, specs, progress, stack)
         finally:
             progress.close()
     data = reports.to_json(result, description)
@@ -320,6 +329,70 @@ def _minimize(findings: list[Finding], specs: list[Spec], candidate: CandidatePr
                               on_call=on_call)
     minimize_all(findings, specs, candidate, config, options, timings=not args.no_timings,
                  on_finding=on_finding)
+
+
+def _in_process(args: argparse.Namespace, config: CandidateConfig, specs: list[Spec],
+                progress: Progress, stack: contextlib.ExitStack) -> tuple[CheckResult, str]:
+    """Check and minimize here, with one candidate: the result (partial after Ctrl-C)."""
+    candidate = stack.enter_context(CandidateProcess(config))
+    started = [candidate]
+    result: CheckResult | None = None
+    try:
+        try:
+            result = check(specs, candidate, seed=args.seed, n=args.n,
+                           on_program=progress.programs)
+        except Interrupted as exc:
+            result = exc.result
+            raise
+        if result.findings and not args.no_minimize:
+            thirds = [stack.enter_context(CandidateProcess(CandidateConfig(
+                name=f"third-{i}", prelude=code,
+                python=args.third_python or sys.executable, timeout=args.timeout)))
+                for i, code in enumerate(args.third)]
+            started += thirds
+            _minimize(result.findings, specs, candidate, config, args, thirds, progress)
+    except KeyboardInterrupt:
+        for process in started:  # do not wait for a program in flight
+            process.kill()
+        if result is None:
+            raise
+        result.complete = False
+    return result, candidate.version
+
+
+def _in_workers(args: argparse.Namespace, config: CandidateConfig, specs: list[Spec],
+                progress: Progress, stack: contextlib.ExitStack) -> tuple[CheckResult, str]:
+    """:func:`_in_process` spread over ``--jobs`` worker processes (checks/jobs.py)."""
+    shrinking = jobs.Shrinking(args.shrink_calls, args.shrink_seconds, args.tracker,
+                               tuple(args.third), args.third_python or sys.executable,
+                               timings=not args.no_timings)
+    tolerances = (args.rtol, args.atol) if args.rtol is not None else None
+    setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking)
+    workers = stack.enter_context(jobs.Workers(setup, min(args.jobs, len(specs))))
+    result: CheckResult | None = None
+    try:
+        try:
+            result = jobs.check(workers, specs, progress.programs, progress.note)
+        except Interrupted as exc:
+            result = exc.result
+            raise
+        if result.findings and not args.no_minimize:
+            jobs.minimize(workers, result.findings, progress.minimizing, progress.note)
+    except KeyboardInterrupt:
+        workers.stop(force=True)  # the workers kill their candidates, with any program
+        if result is None:
+            raise
+        result.complete = False
+    return result, workers.version
+
+
+def cmd_specs(args: argparse.Namespace) -> int:
+    entries = [catalog.entry(spec, seed=args.seed) for spec in _specs(args)]
+    if args.json:
+        print(json.dumps([entry.to_json() for entry in entries], indent=2))
+    else:
+        print(catalog.render(entries), end="")
+    return 0
 
 
 def _finding(path: Path, fingerprint: str) -> FindingEntry:
@@ -372,7 +445,7 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
         print(f"alignbot: error: {exc}", file=sys.stderr)
     except CandidateStartError as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
-    except (SpecError, DslError) as exc:
+    except (SpecError, DslError, jobs.WorkerDied) as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
     except KeyboardInterrupt:
         print("alignbot: interrupted", file=sys.stderr)

@@ -24,8 +24,9 @@ from .runtime.replay import seed as seed_reference
 from .spec import Spec
 from .trace import SpecError, TorchProxy, Tracer
 
-__all__ = ["CheckResult", "Interrupted", "Observations", "Program", "Stats", "check",
-           "draw_programs", "evaluate", "finish", "outcome_finding", "trace_program"]
+__all__ = ["CheckResult", "Interrupted", "Merger", "Observations", "Program", "Stats", "check",
+           "draw_programs", "evaluate", "finish", "outcome_finding", "run_spec",
+           "trace_program"]
 
 
 @dataclass
@@ -134,84 +135,104 @@ def _size(program: Program) -> tuple[int, int]:
     return input_elements(program), len(program["nodes"])
 
 
+class Merger:
+    """Findings with one fingerprint become one: the first of the smallest programs in draw
+    order, the total count, the first few distinct messages, ``downstream_of`` only if every
+    draw was downstream. Merging is associative: merging each spec's findings apart and then
+    the results in spec order gives what one merge over every draw in order gives, which is
+    what lets ``--jobs N`` report exactly what one worker reports."""
+
+    def __init__(self) -> None:
+        self._merged: dict[str, Finding] = {}
+
+    def __len__(self) -> int:
+        return len(self._merged)
+
+    def add(self, finding: Finding) -> None:
+        known = self._merged.get(finding.fingerprint)
+        if known is None:
+            self._merged[finding.fingerprint] = finding
+        elif _size(finding.program) < _size(known.program):
+            known.merge(finding)
+            finding.count, finding.examples = known.count, known.examples
+            if "downstream_of" not in known.extra:
+                finding.extra.pop("downstream_of", None)
+            self._merged[finding.fingerprint] = finding
+        else:
+            known.merge(finding)
+
+    def findings(self) -> list[Finding]:
+        """In the order they were first seen."""
+        return list(self._merged.values())
+
+    def collected(self) -> list[Finding]:
+        """The report's order: root causes first, a finding seen only downstream of another
+        after them."""
+        return sorted(self._merged.values(),
+                      key=lambda f: (bool(f.extra.get("downstream_of")), f.spec, f.op,
+                                     f.kind.value, f.signature, f.key))
+
+
+def run_spec(spec: Spec, candidate: CandidateProcess, seed: int, n: int | None,
+             record: Callable[[list[Finding]], None], stats: Stats) -> None:
+    """Draw and judge one spec's programs; ``record(found)`` gets each program's findings in
+    draw order. One program in flight: while the worker replays program k, the engine judges
+    k-1 and Hypothesis draws and traces k+1."""
+    pending: list[tuple[Spec, Program, Observations]] = []
+
+    def visit(program: Program, ref: Observations) -> None:
+        previous = pending.pop() if pending else None
+        found = finish(*previous, candidate, stats) if previous else []
+        candidate.submit(program)
+        pending.append((spec, program, ref))
+        if previous:
+            record(found)
+
+    start = time.perf_counter()
+    try:
+        draw_programs(spec, n or spec.n, seed, visit)
+    except KeyboardInterrupt:
+        raise
+    except BaseException:
+        if candidate.pending:
+            candidate.collect()
+        raise
+    if pending:
+        record(finish(*pending.pop(), candidate, stats))
+    stats.trace_s += time.perf_counter() - start
+
+
 def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int | None = None,
           on_spec: Callable[[Spec, int], None] | None = None,
           on_program: Callable[[int, int], None] | None = None) -> CheckResult:
-    """Check every spec; findings with one fingerprint are merged, keeping the smallest program,
-    a count and the first few distinct messages.
+    """Check every spec in order; findings with one fingerprint are merged (:class:`Merger`).
     ``on_program(judged, findings)`` runs after each program is judged. Ctrl-C raises
     :class:`Interrupted` with the findings so far (``complete`` False)."""
     import torch
 
     result = CheckResult(reference=str(torch.__version__), candidate=candidate.config.name,
                          seed=seed)
-    merged: dict[str, Finding] = {}
-    # One program in flight: while the worker replays program k, the engine judges k-1 and
-    # Hypothesis draws and traces k+1. Findings are still recorded in draw order.
-    pending: list[tuple[Spec, Program, Observations]] = []
-    judged = [0]
-
-    def settle() -> None:
-        if pending:
-            record(finish(*pending.pop(), candidate, result.stats))
+    merger = Merger()
 
     def record(found: list[Finding]) -> None:
-        judged[0] += 1
+        result.programs_run += 1
         for finding in found:
-            known = merged.get(finding.fingerprint)
-            if known is None:
-                merged[finding.fingerprint] = finding
-            elif _size(finding.program) < _size(known.program):
-                known.merge(finding)
-                finding.count, finding.examples = known.count, known.examples
-                if "downstream_of" not in known.extra:
-                    finding.extra.pop("downstream_of", None)
-                merged[finding.fingerprint] = finding
-            else:
-                known.merge(finding)
+            merger.add(finding)
         if on_program is not None:
-            on_program(judged[0], len(merged))
-
-    def collected() -> list[Finding]:
-        # root causes first: a finding seen only downstream of another comes after them
-        return sorted(merged.values(),
-                      key=lambda f: (bool(f.extra.get("downstream_of")), f.spec, f.op,
-                                     f.kind.value, f.signature, f.key))
+            on_program(result.programs_run, len(merger))
 
     try:
         for position, spec in enumerate(specs):
             if on_spec is not None:
                 on_spec(spec, position)
-
-            def visit(program: Program, ref: Observations, spec: Spec = spec) -> None:
-                result.programs_run += 1
-                previous = pending.pop() if pending else None
-                found = finish(*previous, candidate, result.stats) if previous else []
-                candidate.submit(program)
-                pending.append((spec, program, ref))
-                if previous:
-                    record(found)
-
-            start = time.perf_counter()
-            try:
-                draw_programs(spec, n or spec.n, seed, visit)
-            except KeyboardInterrupt:
-                raise
-            except BaseException:
-                if candidate.pending:
-                    candidate.collect()
-                raise
-            settle()
-            result.stats.trace_s += time.perf_counter() - start
+            run_spec(spec, candidate, seed, n, record, result.stats)
             result.specs_run.append(spec.name)
     except KeyboardInterrupt as exc:
         candidate.kill()  # a program may be in flight: do not wait for it
-        pending.clear()
-        result.programs_run = judged[0]  # what was submitted but not judged does not count
-        result.complete = False
-        result.findings = collected()
+        result.complete = False  # what was submitted but not judged does not count
+        result.findings = merger.collected()
         raise Interrupted(result) from exc
     result.stats.trace_s -= result.stats.candidate_s + result.stats.judge_s
     result.stats.worker_starts = candidate.starts
-    result.findings = collected()
+    result.findings = merger.collected()
     return result

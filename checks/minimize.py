@@ -166,10 +166,10 @@ def minimize_all(findings: list[Finding], specs: list[Spec], candidate: Candidat
             result.shrink["seconds"] = None
         finding.extra.update(result.report_fields())
         finding.extra["minimize_error"] = None
-    _merge_same_bugs(findings)
+    merge_same_bugs(findings)
 
 
-def _merge_same_bugs(findings: list[Finding]) -> None:
+def merge_same_bugs(findings: list[Finding]) -> None:
     """Findings that minimized to the same bug (a draw that passed two keywords, of which
     the bug needs one) become one, in place; the first keeps its repro."""
     kept: dict[str, Finding] = {}

@@ -28,6 +28,7 @@ class Spec:
     backward: bool = True
     raises: bool = False
     ops: tuple[str, ...] = ()
+    source: str = "DSL"  # what the spec is written in: the DSL of checks.dsl (autotest)
 
     def matches(self, patterns: Iterable[str]) -> bool:
         names = {self.name, self.name.rsplit(".", 1)[-1], *self.ops}
@@ -84,3 +85,32 @@ def select(patterns: Iterable[str] | None) -> list[Spec]:
     pats = [p for p in (patterns or []) if p]
     specs = all_specs()
     return [s for s in specs if s.matches(pats)] if pats else specs
+
+
+class SpecFileError(Exception):
+    """A spec file that cannot be loaded: its path and what went wrong."""
+
+
+@dataclass(frozen=True)
+class SpecSource:
+    """Where a run's specs come from: the built-in library, spec files, or both. A worker
+    process loads the same specs from it: a spec's function need not be importable by name."""
+
+    library: bool = True
+    files: tuple[Path, ...] = ()
+
+    def load(self) -> list[Spec]:
+        """The source's specs, by name."""
+        if self.library:
+            load_library()
+        extra: list[Spec] = []
+        for path in self.files:
+            if not path.is_file():
+                raise SpecFileError(f"{path}: no such file")
+            try:
+                extra.extend(load_file(path))
+            except Exception as exc:
+                raise SpecFileError(f"{path}: {type(exc).__name__}: {exc}") from exc
+        if self.library:
+            return all_specs()
+        return sorted(extra, key=lambda spec: spec.name)

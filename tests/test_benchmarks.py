@@ -99,3 +99,19 @@ def test_the_yardstick_counts_entries_by_kind_and_op_and_flags_unconfirmed_findi
     assert result["findings"] == 5 and result["downstream"] == 2
     assert [f["op"] for f in result["unconfirmed"]] == ["torch.Tensor.mul_", "torch.Tensor.fill_"]
     assert result["consequences"] == 1
+
+
+def test_jobs_speedup_compares_one_and_two_workers(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    path = SCRIPT.with_name("jobs_speedup.py")
+    spec = importlib.util.spec_from_file_location("jobs_speedup", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    out = tmp_path / "figures.json"
+    assert module.main(["--ops", "activations.relu,activations.gelu", "--n", "2",
+                        "--repeat", "1", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["identical_reports"] is True and data["programs"] == 4
+    assert data["ratio"] > 0 and set(data["median_seconds"]) == {"1", "2"}
+    assert "reports byte-identical" in capsys.readouterr().out

@@ -67,6 +67,10 @@ def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -
     (["check", "--candidate", "torch", "--spec-file", "/no/specs.py"], "no such file"),
     (["check", "--candidate", "torch", "--override", "relu"], "expected torch.API=module:attr"),
     (["frobnicate"], "invalid choice"),
+    (["check", "--candidate", "torch", "--jobs", "0"], "argument --jobs: expected a number"),
+    (["check", "--candidate", "torch", "--jobs", "x"], "argument --jobs: expected a number"),
+    (["specs", "--ops", "zzz*"], "no spec matches --ops 'zzz*'"),
+    (["specs", "--spec-file", "/no/specs.py"], "--spec-file /no/specs.py: no such file"),
 ])
 def test_bad_input_exits_2_with_one_line(args: list[str], message: str, capsys: Any) -> None:
     assert main(args) == 2
@@ -118,9 +122,11 @@ def test_reports_are_written_atomically(tmp_path: Path, capsys: Any) -> None:
 
 def _planted_run(path: Path) -> subprocess.CompletedProcess[str]:
     prelude = (FIXTURES / "planted_prelude.py").read_text()
+    # One worker: a repro's limit on the candidate (5 s with --timeout 2) includes importing
+    # torch, which two workers verifying repros at once on two busy cores can exceed.
     return _alignbot("check", "--prelude", prelude, "--spec-file", PLANTED, "--seed", "5",
                      "--ops", "elu*,selu*", "--timeout", "2", "--json", str(path),
-                     "--markdown", str(path.with_suffix(".md")), "--no-timings")
+                     "--markdown", str(path.with_suffix(".md")), "--no-timings", "--jobs", "1")
 
 
 def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path) -> None:
@@ -152,17 +158,19 @@ def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path
     assert "Traceback" not in runs[0].stderr
 
 
-def test_ctrl_c_mid_run_writes_a_partial_report(tmp_path: Path) -> None:
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_ctrl_c_mid_run_writes_a_partial_report(jobs: str, tmp_path: Path) -> None:
     marker, report = tmp_path / "hanging", tmp_path / "r.json"
     prelude = (FIXTURES / "planted_prelude.py").read_text() + (
         "\ndef selu(*args, **kwargs):  # tell the test that the run is stuck here\n"
-        f"    open({str(marker)!r}, 'w').close()\n"
+        f"    open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
         "    time.sleep(3600)\n"
         "F.selu = selu\n")
     proc = subprocess.Popen(
         [sys.executable, "-m", "checks.cli", "check", "--prelude", prelude, "--spec-file",
          PLANTED, "--ops", "leaky*,selu*", "--timeout", "300", "--json", str(report),
-         "--no-progress"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+         "--no-progress", "--jobs", jobs], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
     try:
         deadline = time.monotonic() + 240
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
@@ -178,7 +186,27 @@ def test_ctrl_c_mid_run_writes_a_partial_report(tmp_path: Path) -> None:
     assert f"alignbot: partial report (interrupted) in {report}" in err
     data = json.loads(report.read_text())
     assert data["complete"] is False
+    assert _gone(int(marker.read_text())), "the hanging candidate was left behind"
+    assert "planted_specs.selu_hang" not in data["specs"]
+    if jobs == "2":  # the two specs run side by side: leaky_relu may be cut short too
+        assert data["programs_run"] <= 8
+        assert {f["op"] for f in data["findings"]} <= {"torch.nn.functional.leaky_relu"}
+        return
     assert [f["op"] for f in data["findings"]] == ["torch.nn.functional.leaky_relu"]
     assert data["programs_run"] == 8  # the leaky_relu draws; the stuck program is not judged
     assert "repro" not in data["findings"][0]
     assert "1 finding" in out
+
+
+def _gone(pid: int, wait: float = 10.0) -> bool:
+    """Whether process ``pid`` has exited (a zombie counts as exited) within ``wait``."""
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (FileNotFoundError, ProcessLookupError):
+            return True
+        if state == "Z":
+            return True
+        time.sleep(0.1)
+    return False

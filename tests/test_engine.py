@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import copy
+import random
 from typing import Any
 
 import pytest
 
-from checks.engine import check, draw_programs, trace_program
-from checks.findings import Kind
+from checks.engine import Merger, check, draw_programs, trace_program
+from checks.findings import Finding, Kind
 
 EXPECTED = {
     "softplus_scaled": (Kind.VALUE, "torch.nn.functional.softplus"),
@@ -261,3 +263,32 @@ def test_fingerprints_are_stable_across_runs_of_one_seed(two_bugs_runs: Any,
     planted, _ = planted_run
     assert all(f.signature for f in planted.findings)
     assert len({f.fingerprint for f in planted.findings}) == len(planted.findings)
+
+
+def _draw(rng: random.Random, spec: str) -> Finding:
+    """One draw's finding of one bug: a random size, message and downstream mark."""
+    program = {"nodes": [{"op": "input", "shape": [rng.randint(1, 4)]}]}
+    extra = {"downstream_of": "0123456789ab"} if rng.random() < 0.7 else {}
+    return Finding(Kind.VALUE, "torch.tanh", spec, f"off by {rng.randint(1, 9)}", program,
+                   key="output", signature="sig", extra=extra)
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_merging_each_spec_apart_then_in_spec_order_is_one_merge(seed: int) -> None:
+    rng = random.Random(seed)
+    per_spec = [[_draw(rng, f"s{i}") for _ in range(rng.randint(1, 6))] for i in range(3)]
+    one = Merger()
+    for finding in copy.deepcopy([f for found in per_spec for f in found]):
+        one.add(finding)
+    apart = []
+    for found in copy.deepcopy(per_spec):
+        merger = Merger()
+        for finding in found:
+            merger.add(finding)
+        apart.append(merger.findings())
+    again = Merger()
+    for found in apart:
+        for finding in found:
+            again.add(finding)
+    assert [f.to_json() for f in again.collected()] == [f.to_json() for f in one.collected()]
+    assert one.collected()[0].count == sum(len(found) for found in per_spec)

@@ -236,10 +236,10 @@ def test_repro_and_upstream_commands(planted_report: dict[str, Any], tmp_path: P
     assert main(["repro", str(tmp_path / "missing.json"), fingerprint]) == 2
 
 
-def _weighted_loss_check(path: Path) -> int:
+def _weighted_loss_check(path: Path, *extra: str) -> int:
     return main(["check", "--prelude", (FIXTURES / "weighted_loss_prelude.py").read_text(),
                  "--spec-file", str(FIXTURES / "weighted_loss_specs.py"), "--seed", "1",
-                 "--json", str(path), "--no-progress", "--no-timings"])
+                 "--json", str(path), "--no-progress", "--no-timings", *extra])
 
 
 def test_modules_built_with_a_tensor_argument_get_verified_repros(tmp_path: Path) -> None:
@@ -267,7 +267,7 @@ def test_a_finding_that_fails_to_minimize_is_kept_and_the_run_goes_on(
 
     monkeypatch.setattr(codegen, "_fresh_state", broken)
     path = tmp_path / "r.json"
-    assert _weighted_loss_check(path) == 1
+    assert _weighted_loss_check(path, "--jobs", "1") == 1  # the patch lives in this process
     report = json.loads(path.read_text())
     assert report["complete"] is True
     bce, cross_entropy = report["findings"]

@@ -233,6 +233,15 @@ def test_the_engine_alone_checks_and_app_commands_say_what_to_install(engine_env
                            "--no-progress")
     assert clean.returncode == 0, clean.stderr
     assert "0 findings" in clean.stdout
+    # two workers: each a fresh interpreter of the installed engine, with its own candidate
+    parallel = engine_env.run("alignbot", "check", "--candidate", "torch", "--ops",
+                              "relu,gelu", "--n", "2", "--jobs", "2", "--no-progress")
+    assert parallel.returncode == 0, parallel.stderr
+    assert "3 specs, 6 programs" in parallel.stdout
+    listed = engine_env.run("alignbot", "specs", "--ops", "relu")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[1].split()[:3] == ["activations.relu", "DSL",
+                                                         "float32,float64"]
     for command in (["serve"], ["serve", "--port", "8080"], ["config-schema"],
                     ["remind-sweep"], ["demo"]):
         proc = engine_env.run("alignbot", *command)

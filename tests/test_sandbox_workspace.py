@@ -82,3 +82,14 @@ def test_remove_stale_removes_what_a_dead_service_left_and_nothing_else(
         bystander.kill()
         left.wait()
         bystander.wait()
+
+
+def test_the_engine_runs_one_worker_unless_the_check_asks_for_more(tmp_path: Path) -> None:
+    from bot.config import load_config
+    from bot.sandbox.plan import Containment
+
+    config = load_config("candidate:\n  preset: torch\n")
+    ws = workspace._Workspace(tmp_path, Containment())
+    argv = ws.engine_argv(config, ["--ops", "relu*"])
+    assert argv[argv.index("--jobs") + 1] == "1"
+    assert ws.engine_argv(config, ["--jobs", "3"]).count("--jobs") == 1

@@ -183,6 +183,10 @@ class _Workspace:
             args += ["--n", str(config.draws)]
         if "--tracker" not in check_args:
             args += ["--tracker", config.upstream.tracker]
+        if "--jobs" not in check_args:
+            # One worker, as before --jobs existed: N workers and their candidates hold N
+            # times the threads and memory, and threads count against RLIMIT_NPROC.
+            args += ["--jobs", "1"]
         return [*args, "--json", str(self.work / "out" / "report.json"), "--no-progress"]
 
     def exposed(self) -> list[str]:
