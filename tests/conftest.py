@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 from service import Service
+from sqlalchemy import Engine
 
+from bot.queue import SqlJobQueue
 from bot.testing.github import GitHubServer
 from checks import CandidateConfig, CandidateProcess, preset
 from checks.spec import Spec, load_file
@@ -41,6 +43,24 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     tables.drop_all(engine)
     engine.dispose()
     yield POSTGRES_URL
+
+
+@pytest.fixture()
+def engine(database_url: str) -> Iterator[Engine]:
+    """The App's database (SQLite, and PostgreSQL when configured), migrated to the current
+    schema. tests/test_storage.py has its own, unmigrated."""
+    from bot.storage import make_engine, migrate
+
+    engine = make_engine(database_url)
+    migrate(engine)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture()
+def queue(engine: Engine) -> SqlJobQueue:
+    """The job queue on ``engine``."""
+    return SqlJobQueue(engine)
 
 
 @pytest.fixture()

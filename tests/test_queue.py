@@ -5,7 +5,6 @@ from __future__ import annotations
 import multiprocessing
 import threading
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -13,20 +12,7 @@ import pytest
 from sqlalchemy import Engine
 
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.storage import FairLock, make_engine, migrate, transaction
-
-
-@pytest.fixture()
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture()
-def queue(engine: Engine) -> SqlJobQueue:
-    return SqlJobQueue(engine)
+from bot.storage import FairLock, make_engine, transaction
 
 
 def request(key: str = "o/r#1", supersede: bool = False, **payload: object) -> JobRequest:

@@ -99,15 +99,6 @@ def make_router() -> WebhookRouter:
 
 
 @pytest.fixture()
-def engine(database_url: str) -> Iterator[Engine]:
-    """The accept tests run on SQLite, and on PostgreSQL too when one is configured."""
-    engine = make_engine(database_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture()
 def store(engine: Engine) -> SqlDeliveryStore:
     return SqlDeliveryStore(engine)
 

@@ -30,19 +30,6 @@ from bot.worker import (
 FAST = RetryPolicy(horizon=60, base=0.01, cap=0.02, jitter=0)
 
 
-@pytest.fixture()
-def engine(database_url: str) -> Iterator[Engine]:
-    engine = make_engine(database_url)
-    migrate(engine)
-    yield engine
-    engine.dispose()
-
-
-@pytest.fixture()
-def queue(engine: Engine) -> SqlJobQueue:
-    return SqlJobQueue(engine)
-
-
 def state(queue: SqlJobQueue, job_id: int) -> JobRecord:
     job = queue.get(job_id)
     assert job is not None
