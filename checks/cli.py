@@ -72,6 +72,9 @@ def add_commands(commands: Commands) -> None:
                      help="extra spec file (repeatable); with it the built-in library is "
                           "used only when --library is given")
     chk.add_argument("--library", action="store_true", help="include the built-in specs too")
+    chk.add_argument("--opinfo", action="store_true",
+                     help="specs from PyTorch's OpInfo database (opinfo.<op>); with it the "
+                          "built-in library is used only when --library is given")
     chk.add_argument("--override", metavar="API=MODULE:ATTR", action="append", default=[],
                      help="candidate callable for one torch API (repeatable)")
     chk.add_argument("--n", type=int, metavar="N", help="draws per spec (default: each spec's)")
@@ -135,7 +138,7 @@ def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
 
 def _specs(args: argparse.Namespace) -> list[Spec]:
     patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
-    if args.library or not args.spec_file:
+    if args.library or not (args.spec_file or args.opinfo):
         load_library()
     extra: list[Spec] = []
     for path in args.spec_file:
@@ -146,12 +149,23 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
         except Exception as exc:
             raise UsageError(f"--spec-file {path}: {type(exc).__name__}: {exc}") from exc
     specs = select(patterns)
-    if args.spec_file and not args.library:
+    if (args.spec_file or args.opinfo) and not args.library:
         names = {s.name for s in extra}
         specs = [s for s in specs if s.name in names]
+    if args.opinfo:
+        specs += _opinfo_specs(patterns)
     if not specs:
         raise UsageError(f"no spec matches --ops {args.ops!r}")
     return specs
+
+
+def _opinfo_specs(patterns: list[str]) -> list[Spec]:
+    from .opinfo import OpInfoChanged, opinfo_specs
+
+    try:
+        return opinfo_specs(patterns)
+    except OpInfoChanged as exc:
+        raise UsageError(f"--opinfo: {exc}") from exc
 
 
 def _check_output(flag: str, path: Path) -> None:
