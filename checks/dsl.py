@@ -285,7 +285,8 @@ class LiteralTensor(RandomTensor):
     def __init__(self, values: Any, dtype: str | None, requires_grad: bool) -> None:
         array = np.asarray(values)
         self._dtype_name = dtype or dtype_name(array.dtype)
-        self._array = np.ascontiguousarray(array.astype(numpy_dtype(self._dtype_name)))
+        # np.array, not np.ascontiguousarray: that one makes a 0-d array 1-d
+        self._array = np.array(array, dtype=numpy_dtype(self._dtype_name), order="C")
         self._grad = requires_grad
 
     def draw(self, ctx: DrawContext) -> Any:

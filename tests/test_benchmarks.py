@@ -99,3 +99,15 @@ def test_the_yardstick_counts_entries_by_kind_and_op_and_flags_unconfirmed_findi
     assert result["findings"] == 5 and result["downstream"] == 2
     assert [f["op"] for f in result["unconfirmed"]] == ["torch.Tensor.mul_", "torch.Tensor.fill_"]
     assert result["consequences"] == 1
+
+
+def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
+    coverage = _load("opinfo_coverage")
+    out = tmp_path / "coverage.json"
+    assert coverage.main(["--draw", "1", "--ops", "opinfo.abs", "--json", str(out)]) == 0
+    data = json.loads(out.read_text())
+    assert data["entries"] >= 600 and data["op_names"] >= 550
+    assert data["entries_with_a_spec"] + sum(data["entries_skipped"].values()) == data["entries"]
+    assert data["names_library"] <= data["names_either"] <= data["op_names"]
+    assert data["names_opinfo"] <= data["names_either"]
+    assert data["draw"]["drew_a_call"] == 1 and data["draw"]["failed"] == {}

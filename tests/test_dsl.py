@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
 from checks import (
@@ -147,14 +148,14 @@ def test_literal_tensor_carries_its_values_and_draws_nothing() -> None:
     def fn(torch: Any) -> Any:
         x = literal_tensor([[1.5, -2.0], [0.0, 3.25]], "float64", requires_grad=True)
         i = literal_tensor([True, False])
-        return torch.where(i, x[0], x[1])
+        return torch.where(i, x[0], x[1]) * literal_tensor(np.float64(2.0))
 
     program, ref = trace_program(Spec(name="lit", fn=fn), DrawContext(choices=[5]))
-    first, second = [node for node in program["nodes"] if node["op"] == "input"]
     assert program["choices"] == [5]  # the program seed alone: the literals drew nothing
-    assert (first["recipe"]["kind"], first["dtype"], first["shape"]) == ("literal", "float64",
-                                                                         [2, 2])
-    assert first["requires_grad"] and not second["requires_grad"]
-    assert second["dtype"] == "bool"
+    first, second, scalar = [node for node in program["nodes"] if node["op"] == "input"]
+    assert first["recipe"]["kind"] == "literal"
+    assert (first["dtype"], first["shape"], first["requires_grad"]) == ("float64", [2, 2], True)
+    assert (second["dtype"], second["requires_grad"]) == ("bool", False)
+    assert scalar["shape"] == []  # a 0-d array stays 0-d
     assert ref["v0"]["data"].tolist() == [[1.5, -2.0], [0.0, 3.25]]
     assert program["backward"] is not None

@@ -136,12 +136,22 @@ def observable(entry: Entry, sample: Sample) -> bool:
 @functools.lru_cache(maxsize=256)
 def sample_pool(entry: Entry, dtype: str, seed: int, reference: bool) -> tuple[Plan, ...]:
     grad = entry.autograd and dtype in FLOAT_DTYPES
-    return _pool(entry, adapter.samples(entry, dtype, seed, reference, grad))
+    try:
+        return _pool(entry, adapter.samples(entry, dtype, seed, reference, grad))
+    except adapter.OpInfoChanged:
+        raise
+    except Exception:  # the database's own generator failed: nothing to draw from
+        return ()
 
 
 @functools.lru_cache(maxsize=256)
 def error_pool(entry: Entry, seed: int) -> tuple[Plan, ...]:
-    return _pool(entry, adapter.error_samples(entry, seed))
+    try:
+        return _pool(entry, adapter.error_samples(entry, seed))
+    except adapter.OpInfoChanged:
+        raise
+    except Exception:
+        return ()
 
 
 def _pool(entry: Entry, samples: list[Sample]) -> tuple[Plan, ...]:
