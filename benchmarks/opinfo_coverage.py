@@ -35,7 +35,7 @@ def library_names(names: frozenset[str], targets: dict[str, set[str]]) -> set[st
 
 def sweep(specs: list[Spec], n: int) -> dict[str, Any]:
     """Draw ``n`` programs per spec on the reference alone."""
-    drew, empty, failed = 0, 0, Counter[str]()
+    drew, empty, failed = list[str](), list[str](), Counter[str]()
     examples: dict[str, str] = {}
     failures: list[str] = []
     for spec in specs:
@@ -53,11 +53,12 @@ def sweep(specs: list[Spec], n: int) -> dict[str, Any]:
             failures.append(f"{spec.name}: {reason}")
             continue
         if any(calls):
-            drew += 1
+            drew.append(spec.name)
         else:
-            empty += 1
-    return {"drew_a_call": drew, "no_usable_sample": empty, "failed": dict(failed),
-            "failed_examples": examples, "failures": failures}
+            empty.append(spec.name)
+    return {"drew_a_call": len(drew), "drew_specs": drew, "no_usable_sample": len(empty),
+            "empty_specs": empty, "failed": dict(failed), "failed_examples": examples,
+            "failures": failures}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -112,6 +113,13 @@ def main(argv: list[str] | None = None) -> int:
               f"({swept['seconds']} s): {swept['drew_a_call']} drew a call, "
               f"{swept['no_usable_sample']} had no usable sample, "
               f"{sum(swept['failed'].values())} failed")
+        entry_of = {f"opinfo.{e.key}{end}": e.name for e in data.entries
+                    for end in ("", ".errors")}
+        drawn = {entry_of[name] for name in swept["drew_specs"]}
+        swept["names_drawn"] = len(drawn)
+        print(f"op names whose OpInfo specs drew a call: {len(drawn)} of {names} "
+              f"({100 * len(drawn) / names:.1f}%); with the library's: "
+              f"{len(drawn | library)} ({100 * len(drawn | library) / names:.1f}%)")
         for kind, example in swept["failed_examples"].items():
             print(f"  {swept['failed'][kind]:4d}  {example}")
     if args.json:

@@ -20,6 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..runtime import replay
+
 OP_DB_MODULE = "torch.testing._internal.common_methods_invocations"
 ENTRY_ATTRS = ("name", "variant_test_name", "op", "method_variant", "aten_name",
                "supports_autograd", "supported_dtypes", "sample_inputs", "reference_inputs",
@@ -153,12 +155,11 @@ def _target(torch: Any, info: Any) -> tuple[str, bool] | str:
 
 
 def _lookup(torch: Any, path: str) -> Any:
-    obj = torch
-    for part in path.split(".")[1:]:
-        obj = getattr(obj, part, None)
-        if obj is None:
-            return None
-    return obj
+    """What the replay finds at ``path``, or None."""
+    try:
+        return replay.resolve(torch, path)
+    except replay.MissingApi:
+        return None
 
 
 def samples(entry: Entry, dtype: str, seed: int, reference: bool,

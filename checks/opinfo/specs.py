@@ -111,18 +111,25 @@ def _tensor(torch: Any, tensor: Any) -> TensorValue:
     return TensorValue(array, name, grad)
 
 
-def observable(entry: Entry, sample: Sample) -> bool:
-    """Whether the engine can observe the reference's result (a sparse or complex32 result
-    cannot be compared). A call that raises is observable: raising is compared too."""
+def observable(entry: Entry, planned: Plan) -> bool:
+    """Whether the engine can observe the reference's result on the planned sample, made as
+    the trace makes it (a sparse or complex32 result cannot be compared). A call that raises
+    is observable: raising is compared too."""
     import torch
 
-    fn = getattr(sample.input, entry.target.rsplit(".", 1)[-1]) if entry.method else \
-        adapter.resolve(entry.target)
-    args = () if entry.method else (sample.input,)
+    def make(value: TensorValue) -> Any:
+        tensor = torch.from_numpy(value.array.copy())
+        return tensor.requires_grad_(True) if value.requires_grad else tensor
+
+    first, args, kwargs = arguments(planned, make)
+    if entry.method:
+        fn = getattr(first, entry.target.rsplit(".", 1)[-1])
+    else:
+        fn, args = adapter.resolve(entry.target), [first, *args]
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the traced call warns again, where it counts
         try:
-            result = fn(*args, *sample.args, **sample.kwargs)
+            result = fn(*args, **kwargs)
         except Exception:
             return True
     try:
@@ -158,36 +165,46 @@ def _pool(entry: Entry, samples: list[Sample]) -> tuple[Plan, ...]:
     plans = []
     for sample in samples:
         try:
-            planned = plan(sample)  # copies the tensors before a call may mutate them
+            planned = plan(sample)
         except Unsupported:
             continue
-        if observable(entry, sample):
+        if observable(entry, planned):
             plans.append(planned)
     return tuple(plans)
 
 
-def build(value: Any, made: dict[int, Any]) -> Any:
-    """A planned value with its tensors made as ``literal_tensor`` inputs of the draw."""
+def literal_input(value: TensorValue) -> Any:
+    return literal_tensor(value.array, value.dtype, value.requires_grad).resolve()
+
+
+def build(value: Any, made: dict[int, Any],
+          make: Callable[[TensorValue], Any] = literal_input) -> Any:
+    """A planned value with its tensors made by ``make`` (by default as ``literal_tensor``
+    inputs of the draw); a tensor the sample holds twice is made once."""
     if isinstance(value, TensorValue):
         if id(value) not in made:
-            made[id(value)] = literal_tensor(value.array, value.dtype,
-                                             value.requires_grad).resolve()
+            made[id(value)] = make(value)
         return made[id(value)]
     if isinstance(value, list):
-        return [build(v, made) for v in value]
+        return [build(v, made, make) for v in value]
     if isinstance(value, tuple) and type(value) is tuple:
-        return tuple(build(v, made) for v in value)
+        return tuple(build(v, made, make) for v in value)
     if isinstance(value, dict):
-        return {k: build(v, made) for k, v in value.items()}
+        return {k: build(v, made, make) for k, v in value.items()}
     return value
+
+
+def arguments(planned: Plan, make: Callable[[TensorValue], Any] = literal_input
+              ) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The planned input, args and kwargs, each tensor made once."""
+    made: dict[int, Any] = {}
+    return (build(planned.input, made, make), [build(a, made, make) for a in planned.args],
+            {k: build(v, made, make) for k, v in planned.kwargs.items()})
 
 
 def call(torch: Any, entry: Entry, planned: Plan) -> Any:
     """Record ``target(input, *args, **kwargs)`` (or the method on the input)."""
-    made: dict[int, Any] = {}
-    first = build(planned.input, made)
-    args = [build(a, made) for a in planned.args]
-    kwargs = {k: build(v, made) for k, v in planned.kwargs.items()}
+    first, args, kwargs = arguments(planned)
     if entry.method:
         return getattr(first, entry.target.rsplit(".", 1)[-1])(*args, **kwargs)
     fn = torch
