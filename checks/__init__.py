@@ -3,6 +3,7 @@
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .dsl import (
     constant,
+    literal_tensor,
     nothing,
     oneof,
     random,
@@ -27,6 +28,7 @@ __all__ = [
     "autotest",
     "check",
     "constant",
+    "literal_tensor",
     "nothing",
     "oneof",
     "preset",

@@ -23,6 +23,7 @@ from .dsl import DslError
 from .engine import CheckResult, Interrupted, check
 from .findings import Finding
 from .minimize import MinimizeOptions, minimize_all
+from .opinfo import OpInfoChanged
 from .presets import PRESETS, UnknownPreset, preset
 from .progress import Progress
 from .report_types import FindingEntry, Report
@@ -87,6 +88,9 @@ def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
                              "used only when --library is given")
     parser.add_argument("--library", action="store_true",
                         help="include the built-in specs too")
+    parser.add_argument("--opinfo", action="store_true",
+                        help="specs from PyTorch's OpInfo database (opinfo.<op>); with it the "
+                             "built-in library is used only when --library is given")
 
 
 def add_commands(commands: Commands) -> None:
@@ -171,7 +175,8 @@ def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
 
 
 def _source(args: argparse.Namespace) -> SpecSource:
-    return SpecSource(library=args.library or not args.spec_file, files=tuple(args.spec_file))
+    return SpecSource(library=args.library or not (args.spec_file or args.opinfo),
+                      files=tuple(args.spec_file), opinfo=args.opinfo)
 
 
 def _specs(args: argparse.Namespace) -> list[Spec]:
@@ -180,6 +185,8 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
         specs = _source(args).load()
     except SpecFileError as exc:
         raise UsageError(f"--spec-file {exc}") from exc
+    except OpInfoChanged as exc:
+        raise UsageError(f"--opinfo: {exc}") from exc
     specs = [s for s in specs if s.matches(patterns)] if patterns else specs
     if not specs:
         raise UsageError(f"no spec matches --ops {args.ops!r}")

@@ -14,6 +14,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
+from .runtime.values import dtype_name, encode_array, numpy_dtype
+
 _CURRENT: contextvars.ContextVar[DrawContext | None] = contextvars.ContextVar(
     "alignbot_draw", default=None
 )
@@ -275,6 +279,24 @@ def _or(self: RandomTensor, other: Any) -> Any:
 RandomTensor.__or__ = _or  # type: ignore[method-assign,assignment]
 
 
+class LiteralTensor(RandomTensor):
+    """A tensor with given values (a ``literal`` recipe): no choice is drawn for it."""
+
+    def __init__(self, values: Any, dtype: str | None, requires_grad: bool) -> None:
+        array = np.asarray(values)
+        self._dtype_name = dtype or dtype_name(array.dtype)
+        # np.array, not np.ascontiguousarray: that one makes a 0-d array 1-d
+        self._array = np.array(array, dtype=numpy_dtype(self._dtype_name), order="C")
+        self._grad = requires_grad
+
+    def draw(self, ctx: DrawContext) -> Any:
+        if ctx.tracer is None:
+            raise DslError("literal_tensor() was resolved outside of a traced spec")
+        recipe = {"kind": "literal", "array": encode_array(self._array)}
+        grad = self._grad and self._dtype_name in ("float16", "bfloat16", "float32", "float64")
+        return ctx.tracer.input(list(self._array.shape), self._dtype_name, recipe, grad)
+
+
 def random(low: Any = 0.0, high: Any = 1.0) -> Generator:
     """An int in [low, high) when both bounds are ints, else a float in [low, high]."""
     return Random(low, high)
@@ -315,3 +337,10 @@ def random_tensor(ndim: Any = None, dim0: Any = None, dim1: Any = None, dim2: An
     if math.isnan(float(low)) if isinstance(low, (int, float)) else False:
         raise DslError("random_tensor(low=nan)")
     return RandomTensor(ndim, dims, shape, low, high, dtype, requires_grad, specials)
+
+
+def literal_tensor(values: Any, dtype: str | None = None, requires_grad: bool = False) -> Any:
+    """A tensor input with exactly these values (an array or nested lists); ``dtype`` by name,
+    the array's own by default. Nothing is drawn: for values a spec already has, such as the
+    sample inputs of PyTorch's OpInfo database."""
+    return LiteralTensor(values, dtype, requires_grad)

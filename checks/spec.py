@@ -98,9 +98,18 @@ class SpecSource:
 
     library: bool = True
     files: tuple[Path, ...] = ()
+    opinfo: bool = False  # PyTorch's OpInfo database (checks/opinfo)
 
     def load(self) -> list[Spec]:
         """The source's specs, by name."""
+        specs = self._dsl()
+        if self.opinfo:
+            from .opinfo import opinfo_specs
+
+            specs = sorted(specs + opinfo_specs(), key=lambda spec: spec.name)
+        return specs
+
+    def _dsl(self) -> list[Spec]:
         if self.library:
             load_library()
         extra: list[Spec] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -115,3 +116,16 @@ def test_jobs_speedup_compares_one_and_two_workers(tmp_path: Path,
     assert data["identical_reports"] is True and data["programs"] == 4
     assert data["ratio"] > 0 and set(data["median_seconds"]) == {"1", "2"}
     assert "reports byte-identical" in capsys.readouterr().out
+
+
+def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
+    # its own process: reading PyTorch's OpInfo database leaves state behind in this one
+    out = tmp_path / "coverage.json"
+    subprocess.run([sys.executable, str(SCRIPT.with_name("opinfo_coverage.py")), "--draw", "1",
+                    "--ops", "opinfo.abs", "--json", str(out)], check=True, capture_output=True)
+    data = json.loads(out.read_text())
+    assert data["entries"] >= 600 and data["op_names"] >= 550
+    assert data["entries_with_a_spec"] + sum(data["entries_skipped"].values()) == data["entries"]
+    assert data["names_library"] <= data["names_either"] <= data["op_names"]
+    assert data["names_opinfo"] <= data["names_either"]
+    assert data["draw"]["drew_a_call"] == 1 and data["draw"]["failed"] == {}

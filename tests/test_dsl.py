@@ -4,9 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import pytest
 
-from checks import constant, nothing, oneof, random, random_bool, random_dtype, random_tensor
+from checks import (
+    constant,
+    literal_tensor,
+    nothing,
+    oneof,
+    random,
+    random_bool,
+    random_dtype,
+    random_tensor,
+)
 from checks.dsl import NOTHING, DrawContext, DslError
 from checks.engine import draw_programs, trace_program
 from checks.spec import Spec
@@ -132,3 +142,20 @@ def test_program_redrawn_from_its_choices_is_identical() -> None:
     for program in programs:
         again, _ = trace_program(_spec(spec), DrawContext(choices=program["choices"]))
         assert again == program
+
+
+def test_literal_tensor_carries_its_values_and_draws_nothing() -> None:
+    def fn(torch: Any) -> Any:
+        x = literal_tensor([[1.5, -2.0], [0.0, 3.25]], "float64", requires_grad=True)
+        i = literal_tensor([True, False])
+        return torch.where(i, x[0], x[1]) * literal_tensor(np.float64(2.0))
+
+    program, ref = trace_program(Spec(name="lit", fn=fn), DrawContext(choices=[5]))
+    assert program["choices"] == [5]  # the program seed alone: the literals drew nothing
+    first, second, scalar = [node for node in program["nodes"] if node["op"] == "input"]
+    assert first["recipe"]["kind"] == "literal"
+    assert (first["dtype"], first["shape"], first["requires_grad"]) == ("float64", [2, 2], True)
+    assert (second["dtype"], second["requires_grad"]) == ("bool", False)
+    assert scalar["shape"] == []  # a 0-d array stays 0-d
+    assert ref["v0"]["data"].tolist() == [[1.5, -2.0], [0.0, 3.25]]
+    assert program["backward"] is not None

@@ -1,0 +1,131 @@
+"""How much of PyTorch's OpInfo database the specs cover: entries, op names, OpInfo specs made
+and skipped (and why), and the op names covered by the library's specs, the OpInfo specs and
+both together.
+
+An op name (``nn.functional.relu``) counts as covered by the library when one of a library
+spec's declared ``ops`` is ``torch.<name>``, ``torch.Tensor.<name>`` or the entry's own
+target; by the OpInfo specs when a spec was made for one of its entries. ``--draw N`` also
+draws N programs from every OpInfo spec on the reference alone (no candidate) and counts the
+specs that drew a call, those whose draws held no usable sample, and those whose drawing
+failed, with the top reasons. ``--json FILE`` writes the figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from checks.engine import draw_programs
+from checks.opinfo import adapter
+from checks.opinfo.specs import catalog
+from checks.spec import Spec, all_specs, load_library
+
+
+def library_names(names: frozenset[str], targets: dict[str, set[str]]) -> set[str]:
+    load_library()
+    ops = {op for spec in all_specs() for op in spec.ops}
+    return {name for name in names
+            if {f"torch.{name}", f"torch.Tensor.{name}", *targets.get(name, ())} & ops}
+
+
+def sweep(specs: list[Spec], n: int) -> dict[str, Any]:
+    """Draw ``n`` programs per spec on the reference alone."""
+    drew, empty, failed = list[str](), list[str](), Counter[str]()
+    examples: dict[str, str] = {}
+    failures: list[str] = []
+    for spec in specs:
+        calls: list[int] = []
+
+        def visit(program: dict[str, Any], ref: Any, calls: list[int] = calls) -> None:
+            calls.append(sum(node["op"] != "input" for node in program["nodes"]))
+
+        try:
+            draw_programs(spec, n, 0, visit)
+        except Exception as exc:
+            reason = type(exc).__name__ + ": " + str(exc).split(" (", 1)[0][-80:]
+            failed[type(exc).__name__] += 1
+            examples.setdefault(type(exc).__name__, f"{spec.name}: {reason}")
+            failures.append(f"{spec.name}: {reason}")
+            continue
+        if any(calls):
+            drew.append(spec.name)
+        else:
+            empty.append(spec.name)
+    return {"drew_a_call": len(drew), "drew_specs": drew, "no_usable_sample": len(empty),
+            "empty_specs": empty, "failed": dict(failed), "failed_examples": examples,
+            "failures": failures}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--draw", type=int, default=0, metavar="N",
+                        help="draw N programs from every OpInfo spec on the reference")
+    parser.add_argument("--ops", default="", metavar="GLOB,…",
+                        help="only OpInfo specs matching these globs (for --draw)")
+    parser.add_argument("--json", type=Path, metavar="FILE")
+    args = parser.parse_args(argv)
+
+    start = time.perf_counter()
+    data = adapter.database()
+    made = catalog()
+    load_s = time.perf_counter() - start
+    targets: dict[str, set[str]] = {}
+    for entry in data.entries:
+        targets.setdefault(entry.name, set()).add(entry.target)
+    spec_entries = {spec.name for spec in made.specs}
+    opinfo = {e.name for e in data.entries if f"opinfo.{e.key}" in spec_entries}
+    library = library_names(data.names, targets)
+    figures: dict[str, Any] = {
+        "entries": data.total, "op_names": len(data.names), "load_seconds": round(load_s, 1),
+        "entries_with_a_spec": sum(1 for s in made.specs if not s.name.endswith(".errors")),
+        "error_specs": sum(1 for s in made.specs if s.name.endswith(".errors")),
+        "entries_skipped": dict(made.skipped.most_common()),
+        "dtypes_left_out": dict(made.dtypes_left_out.most_common()),
+        "names_library": len(library), "names_opinfo": len(opinfo),
+        "names_either": len(library | opinfo),
+    }
+    names = len(data.names)
+    print(f"op_db: {data.total} entries, {names} distinct op names (loaded in {load_s:.1f} s)")
+    print(f"OpInfo specs: {figures['entries_with_a_spec']} entries with a spec, "
+          f"{figures['error_specs']} error-input specs; "
+          f"{sum(made.skipped.values())} entries skipped:")
+    for reason, count in made.skipped.most_common():
+        print(f"  {count:4d}  {reason}")
+    left = ", ".join(f"{d} {c}" for d, c in made.dtypes_left_out.most_common(6))
+    print(f"CPU dtypes not drawn yet (entries declaring them): {left}")
+    for label, key in (("library specs", "names_library"), ("OpInfo specs", "names_opinfo"),
+                       ("either", "names_either")):
+        print(f"op names covered by {label}: {figures[key]} of {names} "
+              f"({100 * figures[key] / names:.1f}%)")
+    if args.draw:
+        pats = [p for p in args.ops.split(",") if p]
+        chosen = [s for s in made.specs if not pats or s.matches(pats)]
+        start = time.perf_counter()
+        figures["draw"] = sweep(chosen, args.draw)
+        figures["draw"]["seconds"] = round(time.perf_counter() - start, 1)
+        swept = figures["draw"]
+        print(f"drawing {args.draw} programs from each of {len(chosen)} specs on the reference "
+              f"({swept['seconds']} s): {swept['drew_a_call']} drew a call, "
+              f"{swept['no_usable_sample']} had no usable sample, "
+              f"{sum(swept['failed'].values())} failed")
+        entry_of = {f"opinfo.{e.key}{end}": e.name for e in data.entries
+                    for end in ("", ".errors")}
+        drawn = {entry_of[name] for name in swept["drew_specs"]}
+        swept["names_drawn"] = len(drawn)
+        print(f"op names whose OpInfo specs drew a call: {len(drawn)} of {names} "
+              f"({100 * len(drawn) / names:.1f}%); with the library's: "
+              f"{len(drawn | library)} ({100 * len(drawn | library) / names:.1f}%)")
+        for kind, example in swept["failed_examples"].items():
+            print(f"  {swept['failed'][kind]:4d}  {example}")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

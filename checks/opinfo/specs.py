@@ -1,0 +1,262 @@
+"""A spec per OpInfo entry: programs built from the entry's own sample, reference and error
+inputs, every choice drawn through the DSL so a run is replayable and shrinkable.
+
+A draw picks, in this order: a dtype among the entry's CPU dtypes that the Program format
+carries (:data:`DTYPES`, the first is the one Hypothesis shrinks to), whether to take the
+reference inputs (where the entry has them), a seed for the sample generator and a sample.
+The sample's tensors become ``literal`` inputs and its other arguments the call's literals.
+A sample that cannot be written as a Program (a complex scalar, a sparse tensor, an output the
+engine cannot observe) is left out of the pool before the draw picks from it.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..dsl import literal_tensor, random, random_bool
+from ..runtime.values import FLOAT_DTYPES, observe, to_numpy
+from ..spec import Spec
+from . import adapter
+from .adapter import Entry, Sample
+
+# Input dtypes the Program format carries today, in the order a draw prefers them.
+DTYPES = ("float32", "float64", "int64", "int32", "bool")
+MAX_ELEMENTS = 10_000  # per sample: its values travel in the Program as literals
+SEEDS = 2**16
+SAMPLE_DRAWS = 10
+ERROR_DRAWS = 5
+
+
+class Unsupported(Exception):
+    """A sample holds a value that a Program cannot carry."""
+
+
+@dataclass(frozen=True)
+class TensorValue:
+    """A sample's tensor, copied out: what ``literal_tensor`` makes again on both sides."""
+
+    array: Any
+    dtype: str
+    requires_grad: bool
+
+
+@dataclass(frozen=True)
+class Plan:
+    """A sample with its tensors replaced by :class:`TensorValue`."""
+
+    input: Any
+    args: tuple[Any, ...]
+    kwargs: dict[str, Any]
+
+
+@dataclass
+class Catalog:
+    """The OpInfo specs and why entries (or their dtypes) gave none."""
+
+    specs: list[Spec] = field(default_factory=list)
+    skipped: Counter[str] = field(default_factory=Counter)  # reason -> entries
+    dtypes_left_out: Counter[str] = field(default_factory=Counter)  # dtype -> entries
+
+
+def plan(sample: Sample) -> Plan:
+    """``sample`` with every value checked and every tensor copied; raises :class:`Unsupported`."""
+    import torch
+
+    seen: dict[int, TensorValue] = {}
+
+    def convert(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            if id(value) not in seen:
+                seen[id(value)] = _tensor(torch, value)
+            return seen[id(value)]
+        if value is None or value is Ellipsis or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
+            return value
+        if isinstance(value, torch.Size):
+            return value
+        if isinstance(value, (list, tuple)):
+            items = [convert(v) for v in value]
+            return items if isinstance(value, list) else tuple(items)
+        if isinstance(value, slice):
+            return slice(convert(value.start), convert(value.stop), convert(value.step))
+        if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+            return {k: convert(v) for k, v in value.items()}
+        raise Unsupported(f"an argument of type {type(value).__name__}")
+
+    return Plan(convert(sample.input), tuple(convert(a) for a in sample.args),
+                {k: convert(v) for k, v in sample.kwargs.items()})
+
+
+def _tensor(torch: Any, tensor: Any) -> TensorValue:
+    if tensor.device.type != "cpu":
+        raise Unsupported(f"a tensor on {tensor.device}")
+    if tensor.layout != torch.strided:
+        raise Unsupported(f"a {tensor.layout} tensor")
+    name = str(tensor.dtype).rsplit(".", 1)[-1]
+    if name not in DTYPES:
+        raise Unsupported(f"a {name} tensor")
+    if tensor.numel() > MAX_ELEMENTS:
+        raise Unsupported(f"a tensor of {tensor.numel()} elements")
+    grad = bool(tensor.requires_grad) and name in FLOAT_DTYPES
+    try:
+        array = to_numpy(torch, tensor)[1]
+    except Exception as exc:  # a tensor NumPy cannot hold (more than 64 dimensions)
+        raise Unsupported(f"a tensor NumPy cannot hold: {exc}") from exc
+    return TensorValue(array, name, grad)
+
+
+def observable(entry: Entry, planned: Plan) -> bool:
+    """Whether the engine can observe the reference's result on the planned sample, made as
+    the trace makes it (a sparse or complex32 result cannot be compared). A call that raises
+    is observable: raising is compared too."""
+    import torch
+
+    def make(value: TensorValue) -> Any:
+        tensor = torch.from_numpy(value.array.copy())
+        return tensor.requires_grad_(True) if value.requires_grad else tensor
+
+    first, args, kwargs = arguments(planned, make)
+    if entry.method:
+        fn = getattr(first, entry.target.rsplit(".", 1)[-1])
+    else:
+        fn, args = adapter.resolve(entry.target), [first, *args]
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the traced call warns again, where it counts
+        try:
+            result = fn(*args, **kwargs)
+        except Exception:
+            return True
+    try:
+        for item in result if isinstance(result, (tuple, list)) else [result]:
+            observe(torch, item)
+    except Exception:
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=256)
+def sample_pool(entry: Entry, dtype: str, seed: int, reference: bool) -> tuple[Plan, ...]:
+    grad = entry.autograd and dtype in FLOAT_DTYPES
+    try:
+        return _pool(entry, adapter.samples(entry, dtype, seed, reference, grad))
+    except adapter.OpInfoChanged:
+        raise
+    except Exception:  # the database's own generator failed: nothing to draw from
+        return ()
+
+
+@functools.lru_cache(maxsize=256)
+def error_pool(entry: Entry, seed: int) -> tuple[Plan, ...]:
+    try:
+        return _pool(entry, adapter.error_samples(entry, seed))
+    except adapter.OpInfoChanged:
+        raise
+    except Exception:
+        return ()
+
+
+def _pool(entry: Entry, samples: list[Sample]) -> tuple[Plan, ...]:
+    plans = []
+    for sample in samples:
+        try:
+            planned = plan(sample)
+        except Unsupported:
+            continue
+        if observable(entry, planned):
+            plans.append(planned)
+    return tuple(plans)
+
+
+def literal_input(value: TensorValue) -> Any:
+    return literal_tensor(value.array, value.dtype, value.requires_grad).resolve()
+
+
+def build(value: Any, made: dict[int, Any],
+          make: Callable[[TensorValue], Any] = literal_input) -> Any:
+    """A planned value with its tensors made by ``make`` (by default as ``literal_tensor``
+    inputs of the draw); a tensor the sample holds twice is made once."""
+    if isinstance(value, TensorValue):
+        if id(value) not in made:
+            made[id(value)] = make(value)
+        return made[id(value)]
+    if isinstance(value, list):
+        return [build(v, made, make) for v in value]
+    if isinstance(value, tuple) and type(value) is tuple:
+        return tuple(build(v, made, make) for v in value)
+    if isinstance(value, dict):
+        return {k: build(v, made, make) for k, v in value.items()}
+    return value
+
+
+def arguments(planned: Plan, make: Callable[[TensorValue], Any] = literal_input
+              ) -> tuple[Any, list[Any], dict[str, Any]]:
+    """The planned input, args and kwargs, each tensor made once."""
+    made: dict[int, Any] = {}
+    return (build(planned.input, made, make), [build(a, made, make) for a in planned.args],
+            {k: build(v, made, make) for k, v in planned.kwargs.items()})
+
+
+def call(torch: Any, entry: Entry, planned: Plan) -> Any:
+    """Record ``target(input, *args, **kwargs)`` (or the method on the input)."""
+    first, args, kwargs = arguments(planned)
+    if entry.method:
+        return getattr(first, entry.target.rsplit(".", 1)[-1])(*args, **kwargs)
+    fn = torch
+    for part in entry.target.split(".")[1:]:
+        fn = getattr(fn, part)
+    return fn(first, *args, **kwargs)
+
+
+def _pick(pool: tuple[Plan, ...]) -> Plan | None:
+    return pool[int(random(0, len(pool)))] if pool else None
+
+
+def sample_spec(entry: Entry, dtypes: tuple[str, ...]) -> Spec:
+    def fn(torch: Any) -> Any:
+        dtype = dtypes[int(random(0, len(dtypes)))]
+        reference = entry.has_reference and bool(random_bool())
+        planned = _pick(sample_pool(entry, dtype, int(random(0, SEEDS)), reference))
+        return None if planned is None else call(torch, entry, planned)
+
+    return _spec(fn, f"opinfo.{entry.key}", entry, SAMPLE_DRAWS, backward=entry.autograd)
+
+
+def error_spec(entry: Entry) -> Spec:
+    def fn(torch: Any) -> Any:
+        planned = _pick(error_pool(entry, int(random(0, SEEDS))))
+        return None if planned is None else call(torch, entry, planned)
+
+    return _spec(fn, f"opinfo.{entry.key}.errors", entry, ERROR_DRAWS, backward=False,
+                 raises=True)
+
+
+def _spec(fn: Callable[[Any], Any], name: str, entry: Entry, n: int, backward: bool,
+          raises: bool = False) -> Spec:
+    fn.__name__ = fn.__qualname__ = name
+    return Spec(name=name, fn=fn, n=n, backward=backward, raises=raises, ops=(entry.target,),
+                source="OpInfo")
+
+
+def catalog() -> Catalog:
+    """Every OpInfo spec, and the reasons for the entries that gave none."""
+    data = adapter.database()
+    result = Catalog()
+    for skipped in data.skipped:
+        result.skipped[skipped.reason] += 1
+    for entry in data.entries:
+        dtypes = tuple(d for d in DTYPES if d in entry.dtypes)
+        for other in set(entry.dtypes) - set(DTYPES):
+            result.dtypes_left_out[other] += 1
+        if not dtypes:
+            result.skipped["no CPU dtype the Program format carries"] += 1
+            continue
+        result.specs.append(sample_spec(entry, dtypes))
+        if entry.has_errors:
+            result.specs.append(error_spec(entry))
+    return result

@@ -1,0 +1,154 @@
+"""PyTorch's OpInfo database as a source of specs (checks/opinfo): the adapter's contract with
+torch.testing._internal, specs that draw valid, replayable programs, and a planted bug found
+through its OpInfo spec."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks import CandidateProcess, check
+from checks.cli import main
+from checks.dsl import DrawContext
+from checks.engine import draw_programs, trace_program
+from checks.opinfo import adapter, opinfo_specs
+from checks.opinfo.specs import DTYPES, catalog
+from checks.spec import Spec
+
+FIXTURES = Path(__file__).parent / "fixtures"
+HANDFUL = ("opinfo.add", "opinfo.softmax", "opinfo.nn.functional.relu", "opinfo.sum",
+           "opinfo.view", "opinfo.cat.errors")
+
+
+def specs_named(*names: str) -> list[Spec]:
+    by_name = {s.name: s for s in catalog().specs}
+    return [by_name[n] for n in names]
+
+
+def test_the_database_is_read_whole_and_named_entries_resolve() -> None:
+    data = adapter.database()
+    assert data.total >= 600 and len(data.names) >= 550
+    assert len(data.entries) + len(data.skipped) == data.total
+    assert len(data.entries) >= 0.8 * data.total
+    entries = {e.key: e for e in data.entries}
+    assert (entries["add"].target, entries["add"].method) == ("torch.add", False)
+    assert entries["nn.functional.relu"].target == "torch.nn.functional.relu"
+    assert (entries["view"].target, entries["view"].method) == ("torch.Tensor.view", True)
+    assert {"float32", "float64", "int64", "bool"} <= set(entries["add"].dtypes)
+    assert entries["softmax"].autograd and entries["cat"].has_errors
+    reasons = {s.reason for s in data.skipped}
+    assert "a test wrapper (lambda), not a public API" in reasons
+
+
+def test_a_changed_database_fails_loudly_naming_what_changed(monkeypatch: Any) -> None:
+    real = adapter.op_db()[0]
+
+    class Stripped:  # an entry of a future PyTorch: error_inputs renamed
+        def __getattr__(self, name: str) -> Any:
+            if name in ("error_inputs", "error_inputs_func"):
+                raise AttributeError(name)
+            return getattr(real, name)
+
+    monkeypatch.setattr(adapter, "op_db", lambda: [Stripped()])
+    with pytest.raises(adapter.OpInfoChanged, match=r"has no error_inputs, error_inputs_func"):
+        adapter.database.__wrapped__()
+
+
+def test_samples_keep_the_shape_the_adapter_reads() -> None:
+    entry = next(e for e in adapter.database().entries if e.key == "cat")
+    assert adapter.samples(entry, "float32", 0, reference=False, requires_grad=True)
+    assert adapter.error_samples(entry, 0)
+    with pytest.raises(adapter.OpInfoChanged, match="has no input, args, kwargs"):
+        adapter.check_attrs(object(), adapter.SAMPLE_ATTRS, "a sample input")
+
+
+def test_the_private_module_is_imported_only_when_opinfo_specs_are_asked_for() -> None:
+    code = ("import sys, checks.cli, checks.opinfo, checks.engine; "
+            f"print({adapter.OP_DB_MODULE!r} in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_every_entry_with_a_carried_dtype_becomes_a_spec() -> None:
+    made = catalog()
+    names = [s.name for s in made.specs]
+    assert len(names) == len(set(names))
+    assert len([n for n in names if not n.endswith(".errors")]) >= 550
+    assert all(s.ops and s.ops[0].startswith("torch.") for s in made.specs)
+    assert all(s.raises and not s.backward for s in made.specs if s.name.endswith(".errors"))
+    assert made.dtypes_left_out["float16"] > 0 and not set(DTYPES) & set(made.dtypes_left_out)
+
+
+def test_ops_globs_select_opinfo_specs() -> None:
+    names = {s.name for s in opinfo_specs(["relu"])}
+    assert "opinfo.nn.functional.relu" in names
+    assert {s.name for s in opinfo_specs(["opinfo.cat*"])} == {"opinfo.cat", "opinfo.cat.errors"}
+
+
+def test_programs_hold_the_samples_as_literal_inputs_and_one_call() -> None:
+    (spec,) = specs_named("opinfo.softmax")
+    programs: list[dict[str, Any]] = []
+    draw_programs(spec, 6, 0, lambda program, ref: programs.append(program))
+    dtypes = set()
+    for program in programs:
+        *inputs, call = program["nodes"]
+        assert inputs and all(n["op"] == "input" and n["recipe"]["kind"] == "literal"
+                              for n in inputs)
+        assert call["target"] == "torch.softmax"
+        dtypes.add(inputs[0]["dtype"])
+        assert program["backward"] is not None
+    assert dtypes <= {"float32", "float64"}
+
+
+def test_the_same_seed_draws_the_same_programs_and_choices_redraw_them() -> None:
+    (spec,) = specs_named("opinfo.add")
+
+    def draw(seed: int) -> list[dict[str, Any]]:
+        programs: list[dict[str, Any]] = []
+        draw_programs(spec, 5, seed, lambda program, ref: programs.append(program))
+        return programs
+
+    first = draw(3)
+    assert json.dumps(first, sort_keys=True) == json.dumps(draw(3), sort_keys=True)
+    assert json.dumps(first, sort_keys=True) != json.dumps(draw(4), sort_keys=True)
+    for program in first:
+        again, _ = trace_program(spec, DrawContext(choices=program["choices"]))
+        assert again["nodes"] == program["nodes"]
+
+
+def test_a_handful_of_entries_align_with_torch_itself(torch_candidate: CandidateProcess) -> None:
+    specs = specs_named(*HANDFUL)
+    result = check(specs, torch_candidate, seed=0, n=4)
+    assert result.specs_run == list(HANDFUL)
+    assert result.programs_run == 4 * len(HANDFUL)
+    assert result.findings == []
+
+
+def test_a_planted_bug_is_found_through_its_opinfo_spec(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    code = main(["check", "--prelude", (FIXTURES / "opinfo_prelude.py").read_text(),
+                 "--opinfo", "--ops", "opinfo.nn.functional.relu,opinfo.softmax", "--n", "6",
+                 "--json", str(report), "--no-progress"])
+    assert code == 1
+    findings = json.loads(report.read_text())["findings"]
+    assert findings and {f["op"] for f in findings} == {"torch.nn.functional.relu"}
+    assert all(f["spec"] == "opinfo.nn.functional.relu" for f in findings)
+    assert all(f["repro_verified"] for f in findings)
+
+
+def test_opinfo_alone_leaves_the_library_out_unless_asked(capsys: Any) -> None:
+    def specs_run(*flags: str) -> int:
+        code = main(["check", "--candidate", "torch", "--opinfo", *flags, "--ops",
+                     "opinfo.abs,tanh", "--n", "1", "--no-progress"])
+        assert code == 0
+        out = capsys.readouterr().out
+        return int(out.split("alignbot: ", 1)[1].split(" specs", 1)[0])
+
+    assert specs_run() == 2  # opinfo.abs and opinfo.tanh
+    assert specs_run("--library") > 2  # and the library's tanh specs
