@@ -65,6 +65,13 @@ def load_library() -> None:
         importlib.import_module(f"{library.__name__}.{info.name}")
 
 
+def library_specs() -> list[Spec]:
+    """The built-in library's specs, by name."""
+    load_library()
+    prefix = f"{__package__}.library."
+    return [spec for spec in all_specs() if spec.fn.__module__.startswith(prefix)]
+
+
 def load_file(path: Path) -> list[Spec]:
     """Import a spec file from a repository (a path, not an installed module)."""
     module_name = f"alignbot_user_specs.{path.stem}"
@@ -110,16 +117,14 @@ class SpecSource:
         return specs
 
     def _dsl(self) -> list[Spec]:
-        if self.library:
-            load_library()
-        extra: list[Spec] = []
+        """The library's specs (if asked) and the files', never others that this process
+        happened to load before: a worker process loads exactly the same."""
+        by_name = {spec.name: spec for spec in library_specs()} if self.library else {}
         for path in self.files:
             if not path.is_file():
                 raise SpecFileError(f"{path}: no such file")
             try:
-                extra.extend(load_file(path))
+                by_name.update((spec.name, spec) for spec in load_file(path))
             except Exception as exc:
                 raise SpecFileError(f"{path}: {type(exc).__name__}: {exc}") from exc
-        if self.library:
-            return all_specs()
-        return sorted(extra, key=lambda spec: spec.name)
+        return [by_name[name] for name in sorted(by_name)]

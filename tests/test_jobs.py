@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.cli import main
+from checks.spec import SpecSource, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PLANTED = str(FIXTURES / "planted_specs.py")
@@ -76,3 +77,18 @@ def test_a_prelude_that_fails_in_the_workers_exits_2_with_one_line(capsys: Any) 
     err = capsys.readouterr().err
     assert "prelude failed: SystemError: no device" in err
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_workers_check_the_specs_the_driver_chose_after_other_files_were_loaded(
+        capsys: Any) -> None:
+    # a long-lived process (pytest, the plugin) has loaded other spec files before: the
+    # driver must not hand workers specs that only it has registered
+    load_file(FIXTURES / "chained_bugs_specs.py")
+    code = main(["check", "--candidate", "torch", "--library", "--ops", "tanh", "--n", "1",
+                 "--jobs", "2", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "chained_bugs_specs" not in out
+    expected = [s.name for s in SpecSource(library=True).load() if s.matches(["tanh"])]
+    assert len(expected) >= 2
+    assert f"alignbot: {len(expected)} specs" in out
