@@ -23,12 +23,11 @@ from typing import Any
 from checks.engine import draw_programs
 from checks.opinfo import adapter
 from checks.opinfo.specs import catalog
-from checks.spec import Spec, all_specs, load_library
+from checks.spec import Spec, library_specs
 
 
 def library_names(names: frozenset[str], targets: dict[str, set[str]]) -> set[str]:
-    load_library()
-    ops = {op for spec in all_specs() for op in spec.ops}
+    ops = {op for spec in library_specs() for op in spec.ops}
     return {name for name in names
             if {f"torch.{name}", f"torch.Tensor.{name}", *targets.get(name, ())} & ops}
 

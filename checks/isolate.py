@@ -75,8 +75,8 @@ class _Slicer:
         self.values = values
         self.nodes: list[Node] = []
         self.renamed: dict[str, str] = {}
-        # a view rebuilt from a literal: its last node's id -> the view calls after the literal
-        self.views: dict[str, list[tuple[str, list[Any]]]] = {}
+        # a view rebuilt from a literal: its last node's id -> (the literal, the view calls)
+        self.views: dict[str, tuple[str, list[tuple[str, list[Any]]]]] = {}
         self.by_id = {n["id"]: n for n in program["nodes"]}
 
     def _new_id(self) -> str:
@@ -136,7 +136,7 @@ class _Slicer:
             if len(nodes) < len(steps):
                 self.nodes.append(nodes[-1])
             current = nodes[-1]["id"]
-        self.views[current] = list(steps)
+        self.views[current] = (source, list(steps))
         return nodes[-1]
 
     def _module(self, old: str, module: Any) -> CallNode:
@@ -168,17 +168,6 @@ def _encode(value: Any) -> Any:
     if isinstance(value, slice):
         return {"slice": [value.start, value.stop, value.step]}
     return value
-
-
-def _literal_of(nodes: list[Node], view: str, depth: int) -> str:
-    """The literal that a view rebuilt by ``depth`` view calls starts from."""
-    by_id = {n["id"]: n for n in nodes}
-    current = view
-    for _ in range(depth):
-        node = by_id[current]
-        assert is_call(node) and is_ref(node["args"][0])
-        current = node["args"][0]["ref"]
-    return current
 
 
 @dataclass
@@ -215,16 +204,14 @@ def slice_call(program: Program, index: int, keep_grad: bool = True, backward: b
         mutated = call["args"][position] if len(call["args"]) > position else None
         if not is_ref(mutated):
             return None
-        steps = slicer.views.get(mutated["ref"])
-        source = mutated
-        if steps is not None:  # clone the literal and rebuild the view on the clone
-            source = {"ref": _literal_of(slicer.nodes, mutated["ref"], len(steps))}
+        view = slicer.views.get(mutated["ref"])
+        source = mutated if view is None else {"ref": view[0]}  # a view: clone its literal
         clone: CallNode = {"id": slicer._new_id(), "op": "method", "name": "clone",
                            "target": "torch.Tensor.clone", "args": [source], "kwargs": {}}
         slicer.nodes.append(clone)
         written: CallNode = clone
-        if steps is not None:
-            written = slicer.view_of(clone["id"], steps)
+        if view is not None:  # and rebuild the view on the clone
+            written = slicer.view_of(clone["id"], view[1])
             slicer.nodes.append(written)
         call["args"] = [*call["args"][:position], {"ref": written["id"]},
                         *call["args"][position + 1:]]

@@ -19,7 +19,7 @@ import pytest
 from checks import CandidateProcess, check
 from checks import library as library_package
 from checks.engine import draw_programs
-from checks.spec import Spec, all_specs, load_library
+from checks.spec import Spec, library_specs
 
 DRAWS = 4
 SEEDS = (0, 1)
@@ -27,11 +27,6 @@ MAX_INPUT_ELEMENTS = 1000  # the library must stay fast on a small CPU machine
 
 FAMILIES = ("activations", "convolution", "elementwise", "inplace", "interpolation", "linalg",
             "losses", "normalization", "pooling", "reductions", "shape_ops")
-
-
-def library_specs() -> list[Spec]:
-    load_library()
-    return [s for s in all_specs() if s.fn.__module__.startswith(f"{library_package.__name__}.")]
 
 
 def family(spec: Spec) -> str:
