@@ -50,7 +50,7 @@ from checks.runtime.program_types import BackwardPlan, CallNode, EncodedLiteral,
 from checks.runtime.replay import _from_numpy as from_numpy
 from checks.runtime.replay import make_input
 from checks.runtime.values import make_array
-from checks.spec import Spec, load_library, select
+from checks.spec import Spec, library_specs
 
 TARGET = 1.5
 PER_FAMILY = 4
@@ -511,12 +511,9 @@ def render(data: dict[str, Any]) -> str:
 def default_specs(per_family: int = PER_FAMILY) -> list[Spec]:
     """A mix that stays the same size as the library grows: from every family of the built-in
     library, ``per_family`` specs spread evenly over its sorted names."""
-    from checks import library
-
     families: dict[str, list[Spec]] = {}
-    for spec in select(None):
-        if spec.fn.__module__.startswith(library.__name__ + "."):
-            families.setdefault(spec.name.split(".")[0], []).append(spec)
+    for spec in library_specs():
+        families.setdefault(spec.name.split(".")[0], []).append(spec)
     chosen = []
     for specs in families.values():
         step = max(len(specs) / per_family, 1.0)
@@ -592,9 +589,9 @@ def measure(args: argparse.Namespace, specs: list[Spec]) -> dict[str, Any]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
-    load_library()
     patterns = [p for p in args.ops.split(",") if p]
-    specs = select(patterns) if patterns else default_specs()
+    specs = ([s for s in library_specs() if s.matches(patterns)] if patterns
+             else default_specs())
     if not specs:
         print(f"no spec matches {args.ops}", file=sys.stderr)
         return 2

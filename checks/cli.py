@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, TypeAlias
 
-from . import catalog, jobs
+from . import catalog, jobs, presets
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .dsl import DslError
@@ -24,7 +24,7 @@ from .engine import CheckResult, Interrupted, check
 from .findings import Finding
 from .minimize import MinimizeOptions, minimize_all
 from .opinfo import OpInfoChanged
-from .presets import PRESETS, UnknownPreset, preset
+from .presets import PRESETS, NoCandidate
 from .progress import Progress
 from .report_types import FindingEntry, Report
 from .spec import Spec, SpecFileError, SpecSource
@@ -159,19 +159,14 @@ def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
         if not sep or ":" not in target or not name.startswith("torch."):
             raise UsageError(f"--override {item!r}: expected torch.API=module:attr")
         overrides[name] = target
-    python = args.python or sys.executable
-    if args.prelude is not None:
-        config = CandidateConfig(name="prelude", prelude=args.prelude, python=python,
-                                 overrides=overrides, timeout=args.timeout)
-        return config, args.prelude
-    if args.candidate is None:
+    if args.prelude is None and args.candidate is None:
         raise UsageError("say what to check: --candidate PRESET or --prelude CODE")
     try:
-        config = preset(args.candidate, python=python, timeout=args.timeout)
-    except UnknownPreset as exc:
+        config = presets.candidate(args.candidate, args.prelude, python=args.python,
+                           timeout=args.timeout, overrides=overrides)
+    except NoCandidate as exc:
         raise UsageError(str(exc)) from exc
-    return CandidateConfig(config.name, config.prelude, python, overrides, args.timeout
-                           ), args.candidate
+    return config, args.prelude if args.prelude is not None else args.candidate
 
 
 def _source(args: argparse.Namespace) -> SpecSource:
@@ -293,11 +288,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError(f"--tracker {args.tracker!r}: expected OWNER/REPO")
     total = sum(args.n or spec.n for spec in specs)
     progress = Progress.for_stream(total, sys.stderr, enabled=not args.no_progress)
-    run = _in_workers if min(args.jobs, len(specs)) > 1 else _in_process
+    how = _InWorkers if min(args.jobs, len(specs)) > 1 else _Here
     with contextlib.ExitStack() as stack:
         stack.enter_context(progress.routed_warnings())
         try:
-            result, version = run(args, config, specs, progress, stack)
+            run = how(args, config, specs, progress, stack)
+            result = _check_and_minimize(run, minimize=not args.no_minimize)
+            version = run.version
         finally:
             progress.close()
     data = reports.to_json(result, description)
@@ -338,59 +335,83 @@ def _minimize(findings: list[Finding], specs: list[Spec], candidate: CandidatePr
                  on_finding=on_finding)
 
 
-def _in_process(args: argparse.Namespace, config: CandidateConfig, specs: list[Spec],
-                progress: Progress, stack: contextlib.ExitStack) -> tuple[CheckResult, str]:
-    """Check and minimize here, with one candidate: the result (partial after Ctrl-C)."""
-    candidate = stack.enter_context(CandidateProcess(config))
-    started = [candidate]
-    result: CheckResult | None = None
-    try:
-        try:
-            result = check(specs, candidate, seed=args.seed, n=args.n,
-                           on_program=progress.programs)
-        except Interrupted as exc:
-            result = exc.result
-            raise
-        if result.findings and not args.no_minimize:
-            thirds = [stack.enter_context(CandidateProcess(CandidateConfig(
-                name=f"third-{i}", prelude=code,
-                python=args.third_python or sys.executable, timeout=args.timeout)))
-                for i, code in enumerate(args.third)]
-            started += thirds
-            _minimize(result.findings, specs, candidate, config, args, thirds, progress)
-    except KeyboardInterrupt:
-        for process in started:  # do not wait for a program in flight
+class _Here:
+    """Check and minimize in this process, with one candidate."""
+
+    def __init__(self, args: argparse.Namespace, config: CandidateConfig, specs: list[Spec],
+                 progress: Progress, stack: contextlib.ExitStack) -> None:
+        self.args, self.config, self.specs, self.progress = args, config, specs, progress
+        self.stack = stack
+        self.candidate = stack.enter_context(CandidateProcess(config))
+        self.started = [self.candidate]
+
+    @property
+    def version(self) -> str:
+        return self.candidate.version
+
+    def check(self) -> CheckResult:
+        return check(self.specs, self.candidate, seed=self.args.seed, n=self.args.n,
+                     on_program=self.progress.programs)
+
+    def minimize(self, findings: list[Finding]) -> None:
+        args = self.args
+        thirds = [self.stack.enter_context(CandidateProcess(CandidateConfig(
+            name=f"third-{i}", prelude=code, python=args.third_python or sys.executable,
+            timeout=args.timeout))) for i, code in enumerate(args.third)]
+        self.started += thirds
+        _minimize(findings, self.specs, self.candidate, self.config, args, thirds,
+                  self.progress)
+
+    def kill(self) -> None:
+        for process in self.started:  # do not wait for a program in flight
             process.kill()
-        if result is None:
-            raise
-        result.complete = False
-    return result, candidate.version
 
 
-def _in_workers(args: argparse.Namespace, config: CandidateConfig, specs: list[Spec],
-                progress: Progress, stack: contextlib.ExitStack) -> tuple[CheckResult, str]:
-    """:func:`_in_process` spread over ``--jobs`` worker processes (checks/jobs.py)."""
-    shrinking = jobs.Shrinking(args.shrink_calls, args.shrink_seconds, args.tracker,
-                               tuple(args.third), args.third_python or sys.executable,
-                               timings=not args.no_timings)
-    tolerances = (args.rtol, args.atol) if args.rtol is not None else None
-    setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking)
-    workers = stack.enter_context(jobs.Workers(setup, min(args.jobs, len(specs))))
+class _InWorkers:
+    """The same, spread over ``--jobs`` worker processes (checks/jobs.py)."""
+
+    def __init__(self, args: argparse.Namespace, config: CandidateConfig, specs: list[Spec],
+                 progress: Progress, stack: contextlib.ExitStack) -> None:
+        shrinking = jobs.Shrinking(args.shrink_calls, args.shrink_seconds, args.tracker,
+                                   tuple(args.third), args.third_python or sys.executable,
+                                   timings=not args.no_timings)
+        tolerances = (args.rtol, args.atol) if args.rtol is not None else None
+        setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking)
+        self.specs, self.progress = specs, progress
+        self.workers = stack.enter_context(jobs.Workers(setup, min(args.jobs, len(specs))))
+
+    @property
+    def version(self) -> str:
+        return self.workers.version
+
+    def check(self) -> CheckResult:
+        return jobs.check(self.workers, self.specs, self.progress.programs, self.progress.note)
+
+    def minimize(self, findings: list[Finding]) -> None:
+        jobs.minimize(self.workers, findings, self.progress.minimizing, self.progress.note)
+
+    def kill(self) -> None:
+        self.workers.stop(force=True)  # the workers kill their candidates, with any program
+
+
+def _check_and_minimize(run: _Here | _InWorkers, minimize: bool) -> CheckResult:
+    """Check, then minimize the findings. After Ctrl-C the candidates are killed at once and
+    the result so far comes back marked incomplete (Ctrl-C before any result re-raises)."""
     result: CheckResult | None = None
     try:
         try:
-            result = jobs.check(workers, specs, progress.programs, progress.note)
+            result = run.check()
         except Interrupted as exc:
             result = exc.result
             raise
-        if result.findings and not args.no_minimize:
-            jobs.minimize(workers, result.findings, progress.minimizing, progress.note)
+        if result.findings and minimize:
+            run.minimize(result.findings)
     except KeyboardInterrupt:
-        workers.stop(force=True)  # the workers kill their candidates, with any program
+        run.kill()
         if result is None:
             raise
         result.complete = False
-    return result, workers.version
+    return result
 
 
 def cmd_specs(args: argparse.Namespace) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 
 from .candidate import CandidateConfig
@@ -99,7 +100,11 @@ PRESETS: dict[str, str] = {
 }
 
 
-class UnknownPreset(ValueError):
+class NoCandidate(ValueError):
+    """What to check was not said, or said wrongly (an unknown preset)."""
+
+
+class UnknownPreset(NoCandidate):
     pass
 
 
@@ -109,3 +114,18 @@ def preset(name: str, python: str | None = None, timeout: float = 60.0) -> Candi
                             f"{', '.join(sorted(PRESETS))}")
     return CandidateConfig(name=name, prelude=PRESETS[name], python=python or sys.executable,
                            timeout=timeout)
+
+
+def candidate(preset_name: str | None, prelude: str | None, *, python: str | None = None,
+              timeout: float = 60.0, overrides: dict[str, str] | None = None,
+              sys_path: tuple[str, ...] | None = None) -> CandidateConfig:
+    """The candidate a command names: a built-in preset, or a prelude of the user's own (named
+    ``prelude``). The CLI and the pytest plugin both build theirs here; :class:`NoCandidate`
+    says what is wrong in one line."""
+    if prelude is None and preset_name is None:
+        raise NoCandidate("say what to check: a candidate preset or a prelude")
+    config = (CandidateConfig(name="prelude", prelude=prelude) if prelude is not None
+              else preset(str(preset_name)))
+    config = dataclasses.replace(config, python=python or sys.executable, timeout=timeout,
+                                 overrides=dict(overrides or {}))
+    return config if sys_path is None else dataclasses.replace(config, sys_path=sys_path)

@@ -15,7 +15,6 @@ and the spec, so a spec gives the same findings whichever process runs it.
 from __future__ import annotations
 
 import fnmatch
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,10 +31,12 @@ _CANDIDATE = pytest.StashKey["CandidateProcess"]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
+    from .presets import PRESETS
+
     group = parser.getgroup("alignbot", "alignment checks against PyTorch (alignbot)")
     group.addoption("--alignbot-candidate", metavar="PRESET",
-                    help="check spec files against a built-in candidate: paddle, torch, "
-                         "torch-compile, torch-float64, torch-no-mkldnn")
+                    help=f"check spec files against a built-in candidate: "
+                         f"{', '.join(sorted(PRESETS))}")
     group.addoption("--alignbot-prelude", metavar="CODE|@FILE",
                     help="Python source that binds `torch` in the candidate's worker "
                          "(@FILE reads it from a file)")
@@ -72,26 +73,22 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def candidate_config(config: pytest.Config) -> CandidateConfig:
-    from .candidate import CandidateConfig
-    from .presets import UnknownPreset, preset
+    from .presets import NoCandidate, candidate
 
-    python = config.getoption("alignbot_python") or sys.executable
-    timeout = config.getoption("alignbot_timeout")
     prelude = config.getoption("alignbot_prelude")
-    if prelude is None:
-        try:
-            return preset(config.getoption("alignbot_candidate"), python=python,
-                          timeout=timeout)
-        except UnknownPreset as exc:
-            raise pytest.UsageError(f"--alignbot-candidate: {exc}") from exc
-    if prelude.startswith("@"):
+    if prelude is not None and prelude.startswith("@"):
         path = Path(prelude[1:])
         try:
             prelude = path.read_text()
         except OSError as exc:
             raise pytest.UsageError(f"--alignbot-prelude {path}: {exc.strerror}") from exc
-    return CandidateConfig(name="prelude", prelude=prelude, python=python, timeout=timeout,
-                           sys_path=(str(config.rootpath),))
+    try:
+        return candidate(config.getoption("alignbot_candidate"), prelude,
+                         python=config.getoption("alignbot_python"),
+                         timeout=config.getoption("alignbot_timeout"),
+                         sys_path=None if prelude is None else (str(config.rootpath),))
+    except NoCandidate as exc:
+        raise pytest.UsageError(f"--alignbot-candidate: {exc}") from exc
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:

@@ -88,12 +88,6 @@ def all_specs() -> list[Spec]:
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
-def select(patterns: Iterable[str] | None) -> list[Spec]:
-    pats = [p for p in (patterns or []) if p]
-    specs = all_specs()
-    return [s for s in specs if s.matches(pats)] if pats else specs
-
-
 class SpecFileError(Exception):
     """A spec file that cannot be loaded: its path and what went wrong."""
 

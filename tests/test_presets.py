@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 
 from checks import CandidateProcess, preset
 from checks.engine import check
-from checks.presets import PRESETS, UnknownPreset
+from checks.presets import PRESETS, NoCandidate, UnknownPreset, candidate
 
 SAFE = ("matmul_clean", "batchnorm_clean", "conv2d_clean", "softplus_scaled", "tanh_backward",
         "sum_dtype", "mean_keepdim", "add_inplace", "leaky_relu_kwarg")
@@ -50,3 +51,24 @@ def test_compile_preset_agrees_on_a_few_ops(planted_specs: dict[str, Any]) -> No
 def test_unknown_preset_names_the_choices() -> None:
     with pytest.raises(UnknownPreset, match="torch-compile"):
         preset("oneflow")
+
+
+def test_a_candidate_is_a_preset_or_a_prelude_with_the_run_settings() -> None:
+    config = candidate("torch-float64", None, python="/opt/py", timeout=7.0,
+                       overrides={"torch.add": "m:add"})
+    assert (config.name, config.prelude, config.python, config.timeout, config.overrides) == (
+        "torch-float64", PRESETS["torch-float64"], "/opt/py", 7.0, {"torch.add": "m:add"})
+    own = candidate(None, "import torch\n", timeout=3.0, sys_path=("/repo",))
+    assert (own.name, own.prelude, own.sys_path, own.python) == (
+        "prelude", "import torch\n", ("/repo",), sys.executable)
+    assert candidate("torch", None).sys_path == preset("torch").sys_path
+
+
+@pytest.mark.parametrize(("name", "prelude", "message"), [
+    (None, None, "say what to check"),
+    ("torch-fast", None, "unknown candidate preset 'torch-fast'"),
+])
+def test_a_candidate_that_is_not_said_rightly_is_one_error(
+        name: str | None, prelude: str | None, message: str) -> None:
+    with pytest.raises(NoCandidate, match=message):
+        candidate(name, prelude)
