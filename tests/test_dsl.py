@@ -159,3 +159,25 @@ def test_literal_tensor_carries_its_values_and_draws_nothing() -> None:
     assert scalar["shape"] == []  # a 0-d array stays 0-d
     assert ref["v0"]["data"].tolist() == [[1.5, -2.0], [0.0, 3.25]]
     assert program["backward"] is not None
+
+
+def test_the_readme_documents_every_argument_of_the_spec_api() -> None:
+    import inspect
+    import re
+    from pathlib import Path
+
+    import checks
+
+    readme = (Path(__file__).parent.parent / "README.md").read_text()
+    section = readme.split("### The spec API, argument by argument", 1)[1].split("\n### ", 1)[0]
+    missing = []
+    for name in ("autotest", "random_tensor", "literal_tensor", "random", "random_bool",
+                 "oneof", "nothing", "random_dtype", "constant"):
+        if not re.search(rf"`@?{name}\(", section):
+            missing.append(f"{name}()")
+        for param in inspect.signature(getattr(checks, name)).parameters.values():
+            if param.kind is param.VAR_POSITIONAL:
+                continue
+            if not re.search(rf"[`(, ]{param.name}\b", section):
+                missing.append(f"{name}({param.name})")
+    assert missing == []
