@@ -88,7 +88,7 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     shrink = stats(budget)
     rtol, atol = repros.tolerances(program, current, spec.rtol, spec.atol)
     checked = repros.make(program, current, config, rtol, atol,
-                          timeout=max(config.timeout * 2, 60.0))
+                          timeout=config.start_timeout + max(config.timeout * 2, 60.0))
     ref = reference_observations(program)
     outcome = candidate.run(program)
     cand = outcome.observations or {}

@@ -239,7 +239,8 @@ def render(program: Program, finding: Finding, config: CandidateConfig, rtol: fl
     prelude_lines = _prelude_lines(prelude)
     script = environment().get_template("repro.py.j2").render(
         fingerprint=finding.fingerprint, kind=finding.kind.value, op=finding.op,
-        rtol=rtol, atol=atol, value_kind=value_kind, timeout=max(int(config.timeout), 5),
+        rtol=rtol, atol=atol, value_kind=value_kind, timeout=f"{config.timeout:g}",
+        start=f"{config.start_timeout:g}",
         body=lines, hooked=hooked, device=device, two_process=two_process,
         prelude=prelude_lines, setup=setup, hook_args=hook_args,
         reference_args=reference_args, overrides=bool(config.overrides),

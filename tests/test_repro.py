@@ -244,3 +244,18 @@ def test_a_real_float32_problem_is_claimed_and_exits_1(planted: dict[str, Any],
     monkeypatch.delenv("PYTHONPATH")
     code, status, output = _run(script, tmp_path / "real")
     assert code == 0 and status == {"status": "agree", "result": "float32 and float64 agree"}
+
+
+def test_a_slow_starting_candidate_gets_its_timeout_after_its_prelude(tmp_path: Path) -> None:
+    # In the repro's fresh interpreter the prelude takes 6 s, longer than --timeout and than
+    # the 5 s the repro once allowed for start and call together: the limit counts from when
+    # the prelude has run, as the engine's does, so the crash is not reported as a hang.
+    prelude = ("import os\nimport sys\nimport time\n\nimport torch\n\n"
+               "if '--candidate-side' in sys.argv:\n    time.sleep(6)\n\n\n"
+               "def elu(*args, **kwargs):\n    os.abort()\n\n\n"
+               "alignbot_overrides = {'torch.nn.functional.elu': elu}\n")
+    report = _check(tmp_path, prelude, "planted_specs.py", "elu_crash", timeout=1)
+    (finding,) = report["findings"]
+    assert finding["kind"] == "candidate-crash"
+    assert "START = 180" in finding["repro"] and "TIMEOUT = 1 " in finding["repro"]
+    assert_good_repro(finding, tmp_path / "repro")
