@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, TypeAlias
 
-from . import catalog, jobs, presets
+from . import catalog, jobs, presets, shards
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .dsl import DslError
@@ -106,6 +106,9 @@ def add_commands(commands: Commands) -> None:
     chk.add_argument("--jobs", type=_jobs, default=default_jobs(), metavar="N",
                      help="check specs in N worker processes, each with its own candidate "
                           "(default: the usable cores); the report does not depend on N")
+    chk.add_argument("--shard", metavar="K/N",
+                     help="check only the K-th of N shards of the specs (dealt out in name "
+                          "order); `alignbot merge` joins the shards' JSON reports")
     chk.add_argument("--override", metavar="API=MODULE:ATTR", action="append", default=[],
                      help="candidate callable for one torch API (repeatable)")
     chk.add_argument("--n", type=int, metavar="N", help="draws per spec (default: each spec's)")
@@ -141,6 +144,14 @@ def add_commands(commands: Commands) -> None:
                        help="list the dtypes drawn with this seed (default 0)")
     specs.add_argument("--json", action="store_true", help="print JSON instead of a table")
     specs.set_defaults(func=cmd_specs)
+
+    merge = commands.add_parser("merge", help="merge the JSON reports of the shards of one "
+                                "check (--shard K/N) into its report")
+    merge.add_argument("reports", type=Path, nargs="+", metavar="REPORT.json")
+    merge.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
+    merge.add_argument("--markdown", type=Path, metavar="FILE",
+                       help="write the Markdown report here")
+    merge.set_defaults(func=cmd_merge)
 
     for name, what in (("repro", "print a finding's repro script"),
                        ("upstream", "print a finding's upstream issue draft")):
@@ -274,8 +285,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path is not None:
             _check_output(flag, path)
+    shard = None
+    if args.shard is not None:
+        try:
+            shard = shards.parse(args.shard)
+        except shards.ShardError as exc:
+            raise UsageError(f"--shard: {exc}") from exc
     config, description = _candidate(args)
     specs = _specs(args)
+    if shard is not None:
+        specs = shards.select(specs, *shard)
     if (args.rtol is None) != (args.atol is None):
         raise UsageError("give --rtol and --atol together, or neither")
     if args.rtol is not None:
@@ -412,6 +431,29 @@ def _check_and_minimize(run: _Here | _InWorkers, minimize: bool) -> CheckResult:
             raise
         result.complete = False
     return result
+
+
+def cmd_merge(args: argparse.Namespace) -> int:
+    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
+        if path is not None:
+            _check_output(flag, path)
+    loaded = []
+    for path in args.reports:
+        try:
+            loaded.append(reports.load(path))
+        except (OSError, ValueError) as exc:
+            raise UsageError(f"cannot read {path}: {exc}") from exc
+    try:
+        data = shards.merge(loaded)
+    except shards.ShardError as exc:
+        raise UsageError(f"cannot merge: {exc}") from exc
+    written = _write_reports(args, data)
+    count = len(data["findings"])
+    print(f"alignbot: {data['specs_run']} specs from {len(loaded)} reports, "
+          f"{data['programs_run']} programs: {count} finding{'s' if count != 1 else ''}")
+    for line in _summary(data, written, minimized=False)[:1]:
+        print(line, file=sys.stderr)
+    return 1 if count else 0
 
 
 def cmd_specs(args: argparse.Namespace) -> int:

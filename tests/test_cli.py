@@ -210,3 +210,15 @@ def _gone(pid: int, wait: float = 10.0) -> bool:
             return True
         time.sleep(0.1)
     return False
+
+
+def test_a_report_without_minimizing_renders_as_markdown(tmp_path: Path) -> None:
+    # Findings as drawn lack every key minimizing adds (verdict, repro, shrink, upstream).
+    prelude = ("import torch\nF = torch.nn.functional\n_softplus = F.softplus\n"
+               "F.softplus = lambda x, beta=1.0, threshold=20.0: _softplus(x) * 1.01\n")
+    markdown = tmp_path / "report.md"
+    assert main(["check", "--prelude", prelude, "--ops", "softplus*", "--n", "2", "--jobs", "1",
+                 "--no-minimize", "--no-progress", "--markdown", str(markdown)]) == 1
+    text = markdown.read_text()
+    assert "torch.nn.functional.softplus" in text and "not triaged" in text
+    assert "Minimized repro" not in text
