@@ -22,7 +22,7 @@ lint: $(STAMP)
 # Debian's package when needed) and stops it when the tests end.
 test: lint $(PADDLE_VENV)/.installed
 	bash -c 'source scripts/postgres.sh && \
-	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q'
+	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q --durations=25'
 
 demo: $(STAMP)
 	$(BIN)/alignbot demo
