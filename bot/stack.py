@@ -1,0 +1,186 @@
+"""``python -m bot.stack``: the App as it is deployed, on loopback and without Docker: one
+``alignbot serve --no-worker`` and N ``alignbot worker`` processes sharing one PostgreSQL
+database, the topology of ``compose.yaml`` (``scripts/stack.sh`` starts a throwaway
+PostgreSQL first). The tests and ``benchmarks/workers.py`` start their processes with it."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+import httpx
+
+from .demo import free_port
+
+STARTUP_SECONDS = 90.0
+
+
+@dataclass
+class Process:
+    """One process of the App, ``alignbot <args>``, its output appended to ``log``."""
+
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log: Path
+    popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    def start(self) -> None:
+        with open(self.log, "ab") as out:
+            self.popen = subprocess.Popen([sys.executable, "-m", "bot.cli", *self.args],
+                                          env=self.env, stdout=out, stderr=out)
+
+    @property
+    def pid(self) -> int:
+        assert self.popen is not None, f"{self.name} was not started"
+        return self.popen.pid
+
+    def running(self) -> bool:
+        return self.popen is not None and self.popen.poll() is None
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash or an out-of-memory kill would end it."""
+        if self.running():
+            assert self.popen is not None
+            self.popen.send_signal(signal.SIGKILL)
+            self.popen.wait()
+
+    def stop(self, timeout: float = 30) -> None:
+        """SIGTERM (a worker finishes its running jobs), SIGKILL after ``timeout``."""
+        if not self.running():
+            return
+        assert self.popen is not None
+        self.popen.terminate()
+        try:
+            self.popen.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def log_tail(self, chars: int = 3000) -> str:
+        return self.log.read_text(errors="replace")[-chars:] if self.log.exists() else ""
+
+
+class Stack:
+    """One web process on ``port`` and ``workers`` worker processes, each with ``env`` (the
+    service's ``ALIGNBOT_*`` settings; ``ALIGNBOT_DATABASE_URL`` must be PostgreSQL), their
+    logs in ``folder``."""
+
+    def __init__(self, env: Mapping[str, str], folder: Path, workers: int = 2,
+                 port: int | None = None) -> None:
+        self.env = dict(env)
+        self.folder = folder
+        self.port = port or free_port()
+        folder.mkdir(parents=True, exist_ok=True)
+        self.web = Process("web", ["serve", "--no-worker"],
+                           {**self.env, "ALIGNBOT_HOST": "127.0.0.1",
+                            "ALIGNBOT_PORT": str(self.port)}, folder / "web.log")
+        self.workers: list[Process] = []
+        self._wanted = workers
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = STARTUP_SECONDS) -> None:
+        """The web process first (it migrates the database), then the workers; returns once
+        the web answers its health check."""
+        self.web.start()
+        self._wait(self.healthy, timeout, "the web process to answer /healthz")
+        for _ in range(self._wanted):
+            self.add_worker()
+
+    def add_worker(self) -> Process:
+        worker = Process(f"worker-{len(self.workers) + 1}", ["worker"], self.env,
+                         self.folder / f"worker-{len(self.workers) + 1}.log")
+        worker.start()
+        self.workers.append(worker)
+        return worker
+
+    def healthy(self) -> bool:
+        if self.web.popen is not None and not self.web.running():
+            raise RuntimeError(f"the web process exited:\n{self.web.log_tail()}")
+        try:
+            return httpx.get(f"{self.url}/healthz", timeout=2).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def exited(self) -> list[Process]:
+        """Processes that were started and are no longer running."""
+        return [p for p in (self.web, *self.workers) if p.popen is not None and not p.running()]
+
+    def stop(self) -> None:
+        """Workers first (each finishes its running jobs), then the web process."""
+        threads = [threading.Thread(target=p.stop) for p in self.workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        self.web.stop()
+
+    def __enter__(self) -> Stack:
+        try:
+            self.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self.stop()
+
+    @staticmethod
+    def _wait(ready: Callable[[], bool], timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"gave up waiting for {what} after {timeout:g} s")
+            time.sleep(0.2)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bot.stack", description=__doc__)
+    parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--port", type=int, help="the web process's port (default: a free one)")
+    parser.add_argument("--logs", type=Path, help="folder for the processes' logs (default: "
+                        "a new temporary folder)")
+    args = parser.parse_args(argv)
+    if args.workers < 1:
+        parser.error("--workers must be at least 1")
+    from .serve import Role, role_problem
+    from .settings import SettingsError, load_settings
+
+    try:
+        problem = role_problem(load_settings(), Role.WORKER)
+    except SettingsError as exc:
+        parser.error(f"the service cannot start:\n{exc}")
+    if problem:
+        parser.error(problem)
+    folder = args.logs or Path(tempfile.mkdtemp(prefix="alignbot-stack-"))
+    stopping = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stopping.set())
+    with Stack(os.environ, folder, args.workers, args.port) as stack:
+        print(f"web: {stack.url} (pid {stack.web.pid}); workers: "
+              f"{', '.join(str(w.pid) for w in stack.workers)}; logs in {folder}", flush=True)
+        while not stopping.wait(1):
+            gone = stack.exited()
+            if gone:
+                print(f"{gone[0].name} exited; stopping the stack:\n{gone[0].log_tail()}",
+                      file=sys.stderr)
+                return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,114 @@
+"""bot/stack.py: the App as deployed, one web process and three worker processes on one
+PostgreSQL, the GitHub test server as GitHub. Thirty pull requests in ten repositories, one
+worker SIGKILLed mid-job: every pull request still gets exactly one completed check run and
+one comment."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from service import OWNER, SECRET, open_pull
+from sqlalchemy import Engine
+
+from bot.demo import wait_for
+from bot.jobs import ALIGN
+from bot.queue import JobState, SqlJobQueue
+from bot.stack import Stack
+from bot.storage import make_engine
+
+pytestmark = pytest.mark.services
+
+REPOS, PULLS = 10, 3
+# Each check fails in its setup after a second and a half in the sandbox: slow enough to be
+# killed mid-job, with no engine (and no torch import) to wait for.
+CONFIG = b"""\
+candidate:
+  prelude: import torch
+  setup: ["sleep 1.5; exit 3"]
+ops:
+  - paths: ["ops.py"]
+    specs: ["activations.softplus"]
+"""
+
+
+def stack_env(github: Any, database_url: str, **env: str) -> dict[str, str]:
+    """The service's settings for every process of the stack, GitHub being ``github``."""
+    return {**os.environ, "ALIGNBOT_APP_ID": str(github.app_id),
+            "ALIGNBOT_PRIVATE_KEY": github.private_key_pem, "ALIGNBOT_WEBHOOK_SECRETS": SECRET,
+            "ALIGNBOT_GITHUB_API_URL": github.url, "ALIGNBOT_DATABASE_URL": database_url,
+            "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0", **env}
+
+
+def pull_requests(github: Any) -> dict[tuple[str, int], str]:
+    """``REPOS`` repositories of one installation with ``PULLS`` pull requests each, by
+    (repository, number): their head shas."""
+    heads = {}
+    for r in range(REPOS):
+        base = {".github/alignbot.yml": CONFIG, "ops.py": b"def op(x):\n    return x\n"}
+        for number in range(1, PULLS + 1):
+            head = {**base, "ops.py": f"def op(x):\n    return x * {number}\n".encode()}
+            heads[(f"lib{r}", number)] = open_pull(github, base, head, number=number,
+                                                   repo=f"lib{r}")
+    return heads
+
+
+def _worker_pid(worker: str) -> int:
+    """The process id in a worker's name (``host:pid:nonce/thread``)."""
+    match = re.match(r"^[^:]*:(\d+):", worker)
+    assert match, worker
+    return int(match.group(1))
+
+
+def a_job_in_its_sandbox(engine: Engine, github: Any, timeout: float = 60) -> tuple[int, int]:
+    """(job id, worker pid) of a running check whose check run is in progress, once there
+    is one."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for job in SqlJobQueue(engine).list(kind=ALIGN, state=JobState.RUNNING):
+            runs = github.check_runs_for(OWNER, job.payload["repo"].split("/")[1],
+                                         job.payload["head_sha"])
+            if runs and runs[0].status == "in_progress" and job.worker:
+                return job.id, _worker_pid(job.worker)
+        time.sleep(0.1)
+    raise TimeoutError("no worker was in the middle of a check")
+
+
+def test_three_workers_one_killed_post_each_check_once(github_server: Any, postgres_url: str,
+                                                       tmp_path: Path) -> None:
+    github = github_server
+    heads = pull_requests(github)
+    env = stack_env(github, postgres_url, ALIGNBOT_WORKERS="2", ALIGNBOT_JOB_LEASE_SECONDS="3")
+    engine = make_engine(postgres_url)
+    with Stack(env, tmp_path / "stack", workers=3) as stack:
+        for repo, number in heads:
+            payload = github.webhook("pull_request.opened", OWNER, repo, number=number)
+            headers, body = github.delivery("pull_request", payload, SECRET)
+            reply = httpx.post(f"{stack.url}/webhook", content=body, headers=headers,
+                               timeout=30)
+            assert reply.status_code == 202, reply.text
+        killed_job, pid = a_job_in_its_sandbox(engine, github)
+        (victim,) = [w for w in stack.workers if w.pid == pid]
+        victim.kill()
+
+        queue = SqlJobQueue(engine)
+        wait_for(lambda: len(queue.list(kind=ALIGN, state=JobState.DONE)) == len(heads), 90,
+                 "every check to finish")
+        assert [p.name for p in stack.exited()] == [victim.name]
+    jobs = queue.list(kind=ALIGN)
+    engine.dispose()
+
+    assert len(jobs) == len(heads) and {job.state for job in jobs} == {JobState.DONE}
+    rerun = next(job for job in jobs if job.id == killed_job)
+    assert rerun.attempts == 2 and _worker_pid(rerun.worker or "") != pid
+    for (repo, number), sha in heads.items():
+        (run,) = github.check_runs_for(OWNER, repo, sha)
+        assert (run.status, run.conclusion) == ("completed", "failure"), (repo, number)
+        (comment,) = github.comments_on(OWNER, repo, number)
+        assert comment.user.login == "alignbot[bot]" and sha[:12] in comment.body
+    assert "exit status 3" in comment.body
