@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from github.PullRequest import PullRequest
 from github.Repository import Repository
+from sqlalchemy import Engine
 
 from .archive import ArchiveError, extract_tarball
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
@@ -34,6 +35,7 @@ from .output import (
 )
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
+from .storage import installation_gone
 from .webhooks import Event, WebhookRouter
 from .worker import JobLost, JobSuperseded, ensure_current, stop_event
 
@@ -110,10 +112,16 @@ class AlignmentJob:
     sandbox: SandboxRunner = run_check
     public_url: str | None = None
     gate: Gate | None = None
+    engine: Engine | None = None  # where installations are recorded: a removed one is skipped
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         """Run the job; once its check run exists, every way out completes it, except a
         transient error (the worker runs the job again, which finds the same check run)."""
+        gone = None if self.engine is None else installation_gone(
+            self.engine, job.payload["installation_id"])
+        if gone is not None:
+            log.info("job %d (%s): not checked, the App was %s", job.id, job.key, gone)
+            return {"skipped": f"the App was {gone}"}
         runs: list[Any] = []
         try:
             with transient_failures(self.app, job.payload["installation_id"]):

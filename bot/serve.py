@@ -114,7 +114,7 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue
         limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
                              memory_bytes=settings.sandbox_memory_bytes),
         containment=containment,
-        gate=trust.TrustGate(engine, github))
+        gate=trust.TrustGate(engine, github), engine=engine)
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
     lease = settings.job_lease_seconds
