@@ -23,6 +23,9 @@ import httpx
 from .demo import free_port
 
 STARTUP_SECONDS = 90.0
+# the commands of compose.yaml's services (a test holds the two to the same)
+WEB_ARGS = ("serve", "--no-worker")
+WORKER_ARGS = ("worker",)
 
 
 @dataclass
@@ -81,7 +84,7 @@ class Stack:
         self.folder = folder
         self.port = port or free_port()
         folder.mkdir(parents=True, exist_ok=True)
-        self.web = Process("web", ["serve", "--no-worker"],
+        self.web = Process("web", [*WEB_ARGS],
                            {**self.env, "ALIGNBOT_HOST": "127.0.0.1",
                             "ALIGNBOT_PORT": str(self.port)}, folder / "web.log")
         self.workers: list[Process] = []
@@ -100,7 +103,7 @@ class Stack:
             self.add_worker()
 
     def add_worker(self) -> Process:
-        worker = Process(f"worker-{len(self.workers) + 1}", ["worker"], self.env,
+        worker = Process(f"worker-{len(self.workers) + 1}", [*WORKER_ARGS], self.env,
                          self.folder / f"worker-{len(self.workers) + 1}.log")
         worker.start()
         self.workers.append(worker)

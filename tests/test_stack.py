@@ -13,17 +13,17 @@ from typing import Any
 
 import httpx
 import pytest
+import yaml
 from service import OWNER, SECRET, open_pull
 from sqlalchemy import Engine
 
 from bot.demo import wait_for
 from bot.jobs import ALIGN
 from bot.queue import JobState, SqlJobQueue
-from bot.stack import Stack
+from bot.stack import WEB_ARGS, WORKER_ARGS, Stack
 from bot.storage import make_engine
 
-pytestmark = pytest.mark.services
-
+ROOT = Path(__file__).resolve().parent.parent
 REPOS, PULLS = 10, 3
 # Each check fails in its setup after a second and a half in the sandbox: slow enough to be
 # killed mid-job, with no engine (and no torch import) to wait for.
@@ -79,6 +79,7 @@ def a_job_in_its_sandbox(engine: Engine, github: Any, timeout: float = 60) -> tu
     raise TimeoutError("no worker was in the middle of a check")
 
 
+@pytest.mark.services
 def test_three_workers_one_killed_post_each_check_once(github_server: Any, postgres_url: str,
                                                        tmp_path: Path) -> None:
     github = github_server
@@ -112,3 +113,21 @@ def test_three_workers_one_killed_post_each_check_once(github_server: Any, postg
         (comment,) = github.comments_on(OWNER, repo, number)
         assert comment.user.login == "alignbot[bot]" and sha[:12] in comment.body
     assert "exit status 3" in comment.body
+
+
+def test_compose_runs_the_same_topology() -> None:
+    """compose.yaml (for Docker) and bot.stack (without) start the same processes: the web
+    role checked on /healthz, workers scaled, PostgreSQL checked with pg_isready."""
+    compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
+    services = compose["services"]
+    assert set(services) == {"postgres", "web", "worker"}
+    assert services["web"]["command"] == ["alignbot", *WEB_ARGS]
+    assert services["worker"]["command"] == ["alignbot", *WORKER_ARGS]
+    assert "/healthz" in " ".join(services["web"]["healthcheck"]["test"])
+    assert "pg_isready" in services["postgres"]["healthcheck"]["test"]
+    assert services["worker"]["deploy"]["replicas"] >= 2
+    for role in ("web", "worker"):
+        url = services[role]["environment"]["ALIGNBOT_DATABASE_URL"]
+        assert url.startswith("postgresql+psycopg://") and "@postgres:" in url
+        assert services[role]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    assert "'/src[app,postgres]'" in (ROOT / "Dockerfile").read_text()  # psycopg in the image
