@@ -17,10 +17,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import httpx
 
-from .demo import free_port
+from .demo import SECRET, _patch, _sha, free_port
 
 STARTUP_SECONDS = 90.0
 # the commands of compose.yaml's services (a test holds the two to the same)
@@ -149,6 +150,45 @@ class Stack:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"gave up waiting for {what} after {timeout:g} s")
             time.sleep(0.2)
+
+
+# --------------------------------------------------------------------------- a busy world
+
+def github_test_env(github: Any, database_url: str, **env: str) -> dict[str, str]:
+    """The settings of every process of a stack whose GitHub is the test server ``github``
+    (webhooks signed with ``bot.demo.SECRET``); ``env`` adds or overrides."""
+    return {**os.environ, "ALIGNBOT_APP_ID": str(github.app_id),
+            "ALIGNBOT_PRIVATE_KEY": github.private_key_pem, "ALIGNBOT_WEBHOOK_SECRETS": SECRET,
+            "ALIGNBOT_GITHUB_API_URL": github.url, "ALIGNBOT_DATABASE_URL": database_url,
+            "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0", **env}
+
+
+# A check that fails in its setup after ``seconds`` in the sandbox: the whole path of a job
+# (check run, archive, sandbox, comment) with no engine and no torch import to wait for.
+def quick_check_config(seconds: float = 1.5) -> bytes:
+    return (f"candidate:\n  prelude: import torch\n  setup: [\"sleep {seconds:g}; exit 3\"]\n"
+            "ops:\n  - paths: [\"ops.py\"]\n    specs: [\"activations.softplus\"]\n").encode()
+
+
+def seed_pull_requests(github: Any, owner: str, installation: int, repos: int, pulls: int,
+                       config: bytes) -> dict[tuple[str, int], str]:
+    """On the GitHub test server ``github``: ``repos`` repositories (``lib0``, …) of one
+    installation with ``pulls`` open pull requests each that change ``ops.py`` under
+    ``config``; their head shas by (repository, number)."""
+    if installation not in github.installations:
+        github.add_installation(installation, owner)
+    base = {".github/alignbot.yml": config, "ops.py": b"def op(x):\n    return x\n"}
+    heads = {}
+    for r in range(repos):
+        github.add_repo(owner, f"lib{r}", installation, files_by_ref={_sha(base): base})
+        for number in range(1, pulls + 1):
+            head = {**base, "ops.py": f"def op(x):\n    return x * {number}\n".encode()}
+            github.add_pull(owner, f"lib{r}", number, _sha(head), _sha(base), "Faster op",
+                            "contributor", head_tree=head, author_association="MEMBER",
+                            files=[{"filename": "ops.py", "status": "modified", "patch": _patch(
+                                "ops.py", base["ops.py"], head["ops.py"])}])
+            heads[(f"lib{r}", number)] = _sha(head)
+    return heads
 
 
 def main(argv: Sequence[str] | None = None) -> int:

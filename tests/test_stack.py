@@ -5,7 +5,6 @@ one comment."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
 from pathlib import Path
@@ -14,48 +13,24 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from service import OWNER, SECRET, open_pull
+from service import OWNER, SECRET
 from sqlalchemy import Engine
 
-from bot.demo import wait_for
+from bot.demo import INSTALLATION, wait_for
 from bot.jobs import ALIGN
 from bot.queue import JobState, SqlJobQueue
-from bot.stack import WEB_ARGS, WORKER_ARGS, Stack
+from bot.stack import (
+    WEB_ARGS,
+    WORKER_ARGS,
+    Stack,
+    github_test_env,
+    quick_check_config,
+    seed_pull_requests,
+)
 from bot.storage import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 REPOS, PULLS = 10, 3
-# Each check fails in its setup after a second and a half in the sandbox: slow enough to be
-# killed mid-job, with no engine (and no torch import) to wait for.
-CONFIG = b"""\
-candidate:
-  prelude: import torch
-  setup: ["sleep 1.5; exit 3"]
-ops:
-  - paths: ["ops.py"]
-    specs: ["activations.softplus"]
-"""
-
-
-def stack_env(github: Any, database_url: str, **env: str) -> dict[str, str]:
-    """The service's settings for every process of the stack, GitHub being ``github``."""
-    return {**os.environ, "ALIGNBOT_APP_ID": str(github.app_id),
-            "ALIGNBOT_PRIVATE_KEY": github.private_key_pem, "ALIGNBOT_WEBHOOK_SECRETS": SECRET,
-            "ALIGNBOT_GITHUB_API_URL": github.url, "ALIGNBOT_DATABASE_URL": database_url,
-            "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0", **env}
-
-
-def pull_requests(github: Any) -> dict[tuple[str, int], str]:
-    """``REPOS`` repositories of one installation with ``PULLS`` pull requests each, by
-    (repository, number): their head shas."""
-    heads = {}
-    for r in range(REPOS):
-        base = {".github/alignbot.yml": CONFIG, "ops.py": b"def op(x):\n    return x\n"}
-        for number in range(1, PULLS + 1):
-            head = {**base, "ops.py": f"def op(x):\n    return x * {number}\n".encode()}
-            heads[(f"lib{r}", number)] = open_pull(github, base, head, number=number,
-                                                   repo=f"lib{r}")
-    return heads
 
 
 def _worker_pid(worker: str) -> int:
@@ -83,8 +58,10 @@ def a_job_in_its_sandbox(engine: Engine, github: Any, timeout: float = 60) -> tu
 def test_three_workers_one_killed_post_each_check_once(github_server: Any, postgres_url: str,
                                                        tmp_path: Path) -> None:
     github = github_server
-    heads = pull_requests(github)
-    env = stack_env(github, postgres_url, ALIGNBOT_WORKERS="2", ALIGNBOT_JOB_LEASE_SECONDS="3")
+    # each check spends a second and a half in its sandbox: slow enough to be killed mid-job
+    heads = seed_pull_requests(github, OWNER, INSTALLATION, REPOS, PULLS, quick_check_config())
+    env = github_test_env(github, postgres_url, ALIGNBOT_WORKERS="2",
+                          ALIGNBOT_JOB_LEASE_SECONDS="3")
     engine = make_engine(postgres_url)
     with Stack(env, tmp_path / "stack", workers=3) as stack:
         for repo, number in heads:
