@@ -12,8 +12,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -21,7 +20,7 @@ from typing import Any
 
 import httpx
 
-from .demo import SECRET, _patch, _sha, free_port
+from .demo import SECRET, _patch, _sha, free_port, wait_for
 
 STARTUP_SECONDS = 90.0
 # the commands of compose.yaml's services (a test holds the two to the same)
@@ -99,7 +98,7 @@ class Stack:
         """The web process first (it migrates the database), then the workers; returns once
         the web answers its health check."""
         self.web.start()
-        self._wait(self.healthy, timeout, "the web process to answer /healthz")
+        wait_for(self.healthy, timeout, "the web process to answer /healthz")
         for _ in range(self._wanted):
             self.add_worker()
 
@@ -142,14 +141,6 @@ class Stack:
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
         self.stop()
-
-    @staticmethod
-    def _wait(ready: Callable[[], bool], timeout: float, what: str) -> None:
-        deadline = time.monotonic() + timeout
-        while not ready():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"gave up waiting for {what} after {timeout:g} s")
-            time.sleep(0.2)
 
 
 # --------------------------------------------------------------------------- a busy world
