@@ -9,13 +9,14 @@ import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from github import GithubException
 from service import Service
-from sqlalchemy import insert
+from sqlalchemy import insert, update
 
 from bot import reminders
 from bot.alignment import (
@@ -28,10 +29,12 @@ from bot.alignment import (
     on_pull_request,
 )
 from bot.demo import NUMBER, OWNER, REPO, _files, _sha, deliver, wait_for
+from bot.engine_report import empty_report
 from bot.github import ApiOptions, GitHubApp, RateLimited
 from bot.output import CHECK_NAME
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.storage import INSTALLATIONS, make_engine, migrate, transaction
+from bot.sandbox import SandboxResult
+from bot.storage import INSTALLATIONS, JOBS, make_engine, migrate, transaction, utcnow
 from bot.testing.github import GitHubServer
 from bot.webhooks import Event
 from bot.worker import Worker
@@ -332,3 +335,38 @@ def test_a_removed_installation_is_skipped_and_the_live_ones_checks_and_sweeps_g
     assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
     assert [records[s].key for s in sweeps] == [f"{OWNER}/{REPO}".lower()]
     assert records[sweeps[0]].state is JobState.DONE
+
+
+def test_a_worker_that_lost_its_job_posts_nothing_and_the_new_holder_posts_once(
+        github_server: GitHubServer, tmp_path: Path) -> None:
+    """The first worker stalls in the sandbox past its lease and the job is reclaimed: it
+    neither completes the check run nor comments; the worker that runs the job again finds
+    the same check run, completes it and comments once."""
+    setup = make_setup(github_server, tmp_path, SLOW_SETUP)
+    queue = SqlJobQueue(setup.queue.engine, lease=5)
+    calls: list[str] = []
+
+    def sandbox(*args: Any, **kwargs: Any) -> SandboxResult:
+        calls.append("sandbox")
+        if len(calls) == 1:  # the stall: no heartbeat came (lease 5 s), another worker reclaims
+            with transaction(queue.engine) as conn:
+                conn.execute(update(JOBS).values(updated_at=utcnow() - timedelta(seconds=10)))
+            assert queue.reclaim_expired() == 1
+        return SandboxResult(dict(empty_report().dump()), 0, None, "", "", 0.1)
+
+    job = dataclasses.replace(setup.job, queue=queue, sandbox=sandbox)
+    job_id = queue.enqueue(JobRequest(kind=JOB_KIND, key=f"{OWNER}/{REPO}#{NUMBER}",
+                                      supersede=True, payload={
+                                          "installation_id": INSTALLATION,
+                                          "repo": f"{OWNER}/{REPO}", "number": NUMBER,
+                                          "head_sha": setup.head, "trigger": "test"}))
+    assert Worker(queue, {JOB_KIND: job}, heartbeat=60, name="stalled").run_once()
+    assert setup.run().status == "in_progress"  # left for the new holder, not failed
+    assert github_server.comments_on(OWNER, REPO, NUMBER) == []
+    assert Worker(queue, {JOB_KIND: job}, name="other").run_once()
+    run = setup.run()  # the one check run, found again by its external id
+    assert run.status == "completed" and run.conclusion == "success"
+    assert len(github_server.comments_on(OWNER, REPO, NUMBER)) == 1
+    record = queue.get(job_id)
+    assert record is not None and record.state is JobState.DONE and record.attempts == 2
+    assert record.worker == "other/once" and calls == ["sandbox", "sandbox"]
