@@ -6,6 +6,9 @@ one comment."""
 from __future__ import annotations
 
 import re
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -108,3 +111,46 @@ def test_compose_runs_the_same_topology() -> None:
         assert url.startswith("postgresql+psycopg://") and "@postgres:" in url
         assert services[role]["depends_on"]["postgres"]["condition"] == "service_healthy"
     assert "'/src[app,postgres]'" in (ROOT / "Dockerfile").read_text()  # psycopg in the image
+
+
+def test_the_stack_command_refuses_sqlite_in_one_line(github_server: Any,
+                                                      tmp_path: Path) -> None:
+    env = github_test_env(github_server, f"sqlite:///{tmp_path / 'alignbot.db'}")
+    done = subprocess.run([sys.executable, "-m", "bot.stack", "--workers", "2"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "alignbot worker shares the job queue with other processes, which needs " \
+           "PostgreSQL" in done.stderr.splitlines()[-1]
+    assert not (tmp_path / "alignbot.db").exists()  # refused before starting anything
+
+
+@pytest.mark.services
+def test_the_stack_command_runs_until_sigterm(github_server: Any, postgres_url: str,
+                                              tmp_path: Path) -> None:
+    """``python -m bot.stack`` (what scripts/stack.sh runs): it says where the web listens,
+    answers there, and stops every process on SIGTERM."""
+    proc = subprocess.Popen([sys.executable, "-m", "bot.stack", "--workers", "2", "--logs",
+                             str(tmp_path)], env=github_test_env(github_server, postgres_url),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        match = re.match(r"web: (http://127\.0\.0\.1:\d+) \(pid (\d+)\); workers: (\d+), (\d+);",
+                         line)
+        assert match, line
+        assert httpx.get(f"{match.group(1)}/healthz", timeout=10).status_code == 200
+        pids = [int(match.group(i)) for i in (2, 3, 4)]
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in _state(pid)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["web.log", "worker-1.log",
+                                                         "worker-2.log"]
+
+
+def _state(pid: int) -> str:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return next(line for line in status.splitlines() if line.startswith("State:"))
