@@ -99,7 +99,7 @@ class JobQueue(Protocol):
 
     def renew(self, job_id: int, worker: str) -> bool: ...
 
-    def reclaim_expired(self) -> int: ...
+    def reclaim_expired(self) -> builtins.list[JobRecord]: ...
 
     def recover(self) -> int: ...
 
@@ -301,11 +301,11 @@ class SqlJobQueue:
                                    .values(updated_at=utcnow()))
         return renewed.rowcount == 1
 
-    def reclaim_expired(self) -> int:
+    def reclaim_expired(self) -> builtins.list[JobRecord]:
         """Put running jobs whose lease expired (no heartbeat for ``lease`` seconds: their
         worker died or stalled) back in the queue, each claim counted in ``attempts``: a job
         that has used up ``max_attempts`` fails instead. Any process may call it at any time;
-        returns how many jobs it reclaimed."""
+        returns the jobs it reclaimed as they are now (``queued``, or ``failed``)."""
         now = utcnow()
         expired = (JOBS.c.state == JobState.RUNNING) & (
             JOBS.c.updated_at < now - timedelta(seconds=self.lease))
@@ -314,17 +314,19 @@ class SqlJobQueue:
                 update(JOBS)
                 .where(expired, JOBS.c.attempts >= self.max_attempts)
                 .values(state=JobState.FAILED, updated_at=now,
-                        error=f"its worker stopped answering {self.max_attempts} times "
-                              f"(no heartbeat for {self.lease:g} s)")
-            ).rowcount
+                        error=f"gave up after {self.max_attempts} tries: each time its "
+                              f"worker stopped answering (no heartbeat for {self.lease:g} s)")
+                .returning(*JOBS.c)
+            ).all()
             requeued = conn.execute(
                 update(JOBS)
                 .where(expired)
                 .values(state=JobState.QUEUED, started_at=None, worker=None, updated_at=now,
                         available_at=now,
                         error=f"reclaimed: no heartbeat from its worker for {self.lease:g} s")
-            ).rowcount
-        return int(failed) + int(requeued)
+                .returning(*JOBS.c)
+            ).all()
+        return [_record(row) for row in [*failed, *requeued]]
 
     def recover(
         self, stale_after: float | None = None, kinds: Collection[str] | None = None

@@ -121,9 +121,10 @@ class Worker:
     (the job was superseded or reclaimed) it sets the job's ``stop_event()``, which the
     sandbox watches, and ``ensure_current()`` raises. Every ``reclaim_interval`` seconds,
     from ``start()`` on, the worker puts jobs whose lease expired (their worker died) back in
-    the queue (``queue.reclaim_expired``). With ``alone`` (the only worker on its database,
-    e.g. ``alignbot serve`` on SQLite) ``start()`` first requeues every job left running,
-    since they can only be a dead process's.
+    the queue (``queue.reclaim_expired``); one whose attempts are used up fails, and this
+    worker calls its handler's ``give_up`` (the job already ``failed``). With ``alone`` (the
+    only worker on its database, e.g. ``alignbot serve`` on SQLite) ``start()`` first
+    requeues every job left running, since they can only be a dead process's.
 
     Failures, by what the handler raised:
 
@@ -224,12 +225,18 @@ class Worker:
         return not alive
 
     def reclaim(self) -> int:
-        """Requeue the jobs whose lease expired (their worker died); how many."""
+        """Requeue the jobs whose lease expired (their worker died); how many. A job that
+        has used up its attempts so fails for good, and its handler's ``give_up`` is called
+        here, as if it had failed in this worker."""
         reclaimed = self.queue.reclaim_expired()
         if reclaimed:
             log.warning("reclaimed %d job(s) whose worker stopped renewing its lease",
-                        reclaimed)
-        return reclaimed
+                        len(reclaimed))
+        for job in reclaimed:
+            if job.state is JobState.FAILED:
+                log.error("job %d (%s %s): failed: %s", job.id, job.kind, job.key, job.error)
+                _call_give_up(self.handlers.get(job.kind), job, job.error or "")
+        return len(reclaimed)
 
     def notify(self) -> None:
         """Wake idle threads now (new jobs were queued) instead of at their next poll."""
@@ -355,14 +362,8 @@ class Worker:
 
     def _give_up(self, job: JobRecord, handler: JobHandler, error: Exception,
                  reason: str, worker_id: str) -> None:
-        give_up: GiveUp | None = getattr(handler, "give_up", None)
-        if give_up is not None and not isinstance(error, JobSuperseded | JobLost) \
-                and self.queue.holds(job.id, worker_id):
-            try:
-                give_up(job, reason)
-            except Exception as failure:
-                log.error("job %d (%s %s): give_up failed: %s", job.id, job.kind, job.key,
-                          describe(failure))
+        if not isinstance(error, JobSuperseded | JobLost) and self.queue.holds(job.id, worker_id):
+            _call_give_up(handler, job, reason)
         state = self.queue.fail(job.id, reason, retry=False, worker=worker_id)
         if state is None:
             self._superseded(job)
@@ -375,3 +376,16 @@ class Worker:
     def _superseded(self, job: JobRecord) -> None:
         log.info("job %d (%s %s): superseded or taken over while running", job.id, job.kind,
                  job.key)
+
+
+def _call_give_up(handler: JobHandler | None, job: JobRecord, reason: str) -> None:
+    """The handler's ``give_up(job, reason)``, if it has one; an exception from it is logged
+    in one line."""
+    give_up: GiveUp | None = getattr(handler, "give_up", None)
+    if give_up is None:
+        return
+    try:
+        give_up(job, reason)
+    except Exception as failure:
+        log.error("job %d (%s %s): give_up failed: %s", job.id, job.kind, job.key,
+                  describe(failure))

@@ -351,7 +351,7 @@ def test_a_worker_that_lost_its_job_posts_nothing_and_the_new_holder_posts_once(
         if len(calls) == 1:  # the stall: no heartbeat came (lease 5 s), another worker reclaims
             with transaction(queue.engine) as conn:
                 conn.execute(update(JOBS).values(updated_at=utcnow() - timedelta(seconds=10)))
-            assert queue.reclaim_expired() == 1
+            assert len(queue.reclaim_expired()) == 1
         return SandboxResult(dict(empty_report().dump()), 0, None, "", "", 0.1)
 
     job = dataclasses.replace(setup.job, queue=queue, sandbox=sandbox)

@@ -399,7 +399,7 @@ def test_a_worker_that_lost_its_job_stops_and_records_nothing(engine: Engine) ->
 
     def stalled(job: JobRecord) -> dict[str, Any]:
         time.sleep(0.5)  # past the lease
-        assert queue.reclaim_expired() == 1  # another worker's reclaim
+        assert len(queue.reclaim_expired()) == 1  # another worker's reclaim
         assert queue.claim("other/0") is not None  # … and its claim
         try:
             ensure_current()
@@ -490,3 +490,29 @@ def test_stop_gives_up_on_a_stuck_handler(queue: SqlJobQueue) -> None:
     assert not worker.stop(timeout=0.1)  # still running; a restart would requeue it
     release.set()
     assert worker.stop(timeout=5)
+
+
+def test_a_job_whose_worker_died_too_often_is_given_up_by_the_reclaiming_worker(
+        engine: Engine) -> None:
+    """The reclaiming worker calls the handler's ``give_up`` (the job already failed), so a
+    check run the dead workers started is still completed."""
+    queue = SqlJobQueue(engine, max_attempts=1, lease=0.2)
+    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
+    assert queue.claim("dead/0") is not None  # and its process died
+    gave_up: list[tuple[int, JobState, str]] = []
+
+    class Handler:
+        def __call__(self, job: JobRecord) -> None:
+            raise AssertionError("not run again")
+
+        def give_up(self, job: JobRecord, reason: str) -> None:
+            gave_up.append((job.id, state(queue, job.id).state, reason))
+
+    worker = Worker(queue, {"align": Handler()})
+    assert worker.reclaim() == 0  # its lease has not expired yet
+    time.sleep(0.3)
+    assert worker.reclaim() == 1
+    assert gave_up == [(job_id, JobState.FAILED,
+                        "gave up after 1 tries: each time its worker stopped answering "
+                        "(no heartbeat for 0.2 s)")]
+    assert not worker.run_once()
