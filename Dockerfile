@@ -1,4 +1,6 @@
-# alignbot's GitHub App: `alignbot serve` (webhooks, worker) in one container.
+# alignbot's GitHub App: `alignbot serve` (webhooks, worker) in one container, or with
+# compose.yaml one web container (`alignbot serve --no-worker`) and N workers (`alignbot
+# worker`) on PostgreSQL.
 #
 #   docker build -t alignbot .
 #   docker run -p 8080:8080 --cap-add SYS_ADMIN --security-opt seccomp=unconfined \
@@ -23,7 +25,7 @@ COPY checks /src/checks
 COPY bot /src/bot
 COPY templates /src/templates
 COPY examples /src/examples
-RUN pip install --no-cache-dir '/src[app]' \
+RUN pip install --no-cache-dir '/src[app,postgres]' \
  && rm -rf /src \
  && cd / && python -c "import bot.serve, checks.report as r; \
 r.environment().get_template('pr_comment.md.j2'); r.environment().get_template('repro.py.j2')"

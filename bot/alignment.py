@@ -6,14 +6,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from github.PullRequest import PullRequest
 from github.Repository import Repository
+from sqlalchemy import Engine
 
 from .archive import ArchiveError, extract_tarball
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
@@ -33,8 +35,9 @@ from .output import (
 )
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
+from .storage import installation_gone
 from .webhooks import Event, WebhookRouter
-from .worker import JobSuperseded
+from .worker import JobLost, JobSuperseded, ensure_current, stop_event
 
 log = logging.getLogger(__name__)
 
@@ -85,8 +88,14 @@ def register(router: WebhookRouter) -> None:
     router.on("check_run", "rerequested")(on_check_run_rerequested)
 
 
-SandboxRunner = Callable[[Path, RepoConfig, list[str], SandboxLimits, Containment],
-                         SandboxResult]
+class SandboxRunner(Protocol):
+    """``run_check``'s signature: what runs the check (tests pass their own)."""
+
+    def __call__(self, repo_dir: Path, config: RepoConfig, check_args: list[str],
+                 limits: SandboxLimits, containment: Containment, *,
+                 stop: threading.Event | None = None) -> SandboxResult: ...
+
+
 # (repository, pull request, job payload) -> None to run, or why not (bot.trust.TrustGate)
 Gate = Callable[[Repository, PullRequest, dict[str, Any]], str | None]
 
@@ -103,23 +112,44 @@ class AlignmentJob:
     sandbox: SandboxRunner = run_check
     public_url: str | None = None
     gate: Gate | None = None
+    engine: Engine | None = None  # where installations are recorded: a removed one is skipped
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         """Run the job; once its check run exists, every way out completes it, except a
         transient error (the worker runs the job again, which finds the same check run)."""
+        gone = None if self.engine is None else installation_gone(
+            self.engine, job.payload["installation_id"])
+        if gone is not None:
+            log.info("job %d (%s): not checked, the App was %s", job.id, job.key, gone)
+            return {"skipped": f"the App was {gone}"}
         runs: list[Any] = []
         try:
             with transient_failures(self.app, job.payload["installation_id"]):
                 return self._run(job, runs)
         except Exception as exc:
-            if runs and not will_retry(exc):
+            # a job another worker took over is that worker's to post: write nothing
+            if runs and not will_retry(exc) and not isinstance(exc, JobLost):
                 superseded = isinstance(exc, JobSuperseded)
-                reason = SUPERSEDED if superseded else (
+                reason = self._superseded_by(job) if superseded else (
                     f"alignbot failed while checking this head ({type(exc).__name__}); "
                     "the service's log has the details")
                 _finish(runs[-1], job.payload["head_sha"], reason,
                         Conclusion.CANCELLED if superseded else Conclusion.FAILURE)
             raise
+
+    def _superseded_by(self, job: JobRecord) -> str:
+        """Why a superseded job's check run ends: the pull request's newer head, by sha."""
+        payload = job.payload
+        try:
+            pr = self.app.client(payload["installation_id"]).get_repo(payload["repo"]
+                                                                      ).get_pull(payload["number"])
+            newer = pr.head.sha
+        except Exception:
+            return SUPERSEDED
+        if newer == payload["head_sha"]:
+            return SUPERSEDED
+        return f"superseded by {newer[:12]}" if pr.state == "open" else \
+            "superseded: the pull request was closed"
 
     def give_up(self, job: JobRecord, reason: str) -> None:
         """The worker will not run ``job`` again (e.g. GitHub was unreachable for too long):
@@ -152,6 +182,7 @@ class AlignmentJob:
             text = None  # a config is there, but unreadable: the check run says so
         if self.gate is not None and (reason := self.gate(repo, pr, payload)) is not None:
             return {"skipped": reason}
+        ensure_current()  # a job another worker took over creates no check run here
         run = _check_run(repo, head_sha, f"{job.key}@{head_sha}")
         runs.append(run)
         started = time.monotonic()
@@ -164,13 +195,16 @@ class AlignmentJob:
         ctx.seconds = time.monotonic() - started
         if self.public_url:
             ctx.full_report_url = f"{self.public_url.rstrip('/')}/reports/{job.id}"
+        ensure_current()  # under a worker: superseded or taken over since the sandbox ran
         if not self.queue.is_current(job.id):
             runs.clear()
-            _finish(run, head_sha, SUPERSEDED, Conclusion.CANCELLED)
-            return {"skipped": SUPERSEDED}
+            reason = self._superseded_by(job)
+            _finish(run, head_sha, reason, Conclusion.CANCELLED)
+            return {"skipped": reason}
         output = check_output(ctx)
         _complete(run, output)
         runs.clear()  # completed: whatever fails from here on does not change its conclusion
+        ensure_current()
         comment_id = _upsert_comment(pr, self.app.bot_login(), comment_body(ctx))
         return {"conclusion": output.conclusion.value, "check_run_id": run.id,
                 "comment_id": comment_id, "report": ctx.report.dump() if ctx.report else None,
@@ -206,7 +240,9 @@ class AlignmentJob:
                 return ctx
             args = _check_args(config, specs, root, head_sha, payload.get("n"),
                                payload.get("seed"))
-            result = self.sandbox(root, config, args, self.limits, self.containment)
+            # a newer push (or losing the job) kills the sandbox at once, not at its end
+            result = self.sandbox(root, config, args, self.limits, self.containment,
+                                  stop=stop_event())
         if result.report is not None:
             try:
                 ctx.report = parse_report(result.report)
@@ -302,7 +338,7 @@ def _finish(run: Any, head_sha: str, reason: str, conclusion: Conclusion) -> Non
     ctx = CheckContext(head_sha, "?", failure=reason)
     output = dataclasses.replace(check_output(ctx), conclusion=conclusion, annotations=[])
     if conclusion is Conclusion.CANCELLED:
-        output.title = SUPERSEDED
+        output.title = reason
     try:
         _complete(run, output)
     except Exception:

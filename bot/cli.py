@@ -12,6 +12,11 @@ import os
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the App's modules load only when one of its commands runs
+    from bot.serve import Role
+    from bot.settings import Settings
 
 from checks.cli import UsageError, add_commands, new_parser, run
 
@@ -41,7 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     serve = commands.add_parser("serve", help="run the GitHub App (webhooks, worker)")
     serve.add_argument("--host", help="address to listen on (ALIGNBOT_HOST)")
     serve.add_argument("--port", type=int, help="port to listen on (ALIGNBOT_PORT)")
+    serve.add_argument("--no-worker", action="store_true", help="webhooks only: `alignbot "
+                       "worker` processes run the jobs (needs PostgreSQL)")
     serve.set_defaults(func=cmd_serve)
+
+    worker = commands.add_parser("worker", help="run the GitHub App's jobs and reminder timer, "
+                                 "beside `alignbot serve --no-worker` (needs PostgreSQL)")
+    worker.set_defaults(func=cmd_worker)
 
     sweep = commands.add_parser("remind-sweep", help="run one reminder sweep now (for cron), "
                                 "with the service's ALIGNBOT_* settings")
@@ -60,20 +71,39 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     with app_dependencies("serve"):
-        from bot.serve import serve
-        from bot.settings import SettingsError, load_settings
+        from bot.serve import Role, serve
 
     env = dict(os.environ)
     if args.host:
         env["ALIGNBOT_HOST"] = args.host
     if args.port is not None:
         env["ALIGNBOT_PORT"] = str(args.port)
+    settings = _settings_for(Role.WEB if args.no_worker else Role.ALL, env)
+    serve(settings, worker=not args.no_worker)
+    return 0
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    with app_dependencies("worker"):
+        from bot.serve import Role, work
+
+    work(_settings_for(Role.WORKER, dict(os.environ)))
+    return 0
+
+
+def _settings_for(role: Role, env: dict[str, str]) -> Settings:
+    """The settings of one process of the App, or one usage line saying why it cannot run."""
+    from bot.serve import role_problem
+    from bot.settings import SettingsError, load_settings
+
     try:
         settings = load_settings(env)
     except SettingsError as exc:
         raise UsageError(f"the service cannot start:\n{exc}") from exc
-    serve(settings)
-    return 0
+    problem = role_problem(settings, role)
+    if problem:
+        raise UsageError(problem)
+    return settings
 
 
 def cmd_remind_sweep(args: argparse.Namespace) -> int:

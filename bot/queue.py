@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from sqlalchemy import (
     JSON,
+    ColumnElement,
     Connection,
     Engine,
     Row,
@@ -29,6 +30,7 @@ __all__ = ["ACTIVE_STATES", "JOBS", "JobQueue", "JobRecord", "JobRequest", "JobS
 # The queue's own bookkeeping of transient failures, kept in the payload column (no schema
 # change) and never shown to handlers: {"failures": n, "first": ISO time of the first}.
 RETRY_KEY = "_alignbot_retry"
+DEFAULT_LEASE = 60.0  # seconds a running job stays its worker's without a heartbeat
 
 
 @dataclass(frozen=True)
@@ -80,15 +82,24 @@ class JobQueue(Protocol):
         self, worker_id: str, kinds: Collection[str] | None = None
     ) -> JobRecord | None: ...
 
-    def complete(self, job_id: int, result: dict[str, Any] | None = None) -> bool: ...
+    def complete(self, job_id: int, result: dict[str, Any] | None = None, *,
+                 worker: str | None = None) -> bool: ...
 
-    def fail(self, job_id: int, error: str, retry: bool = False) -> JobState | None: ...
+    def fail(self, job_id: int, error: str, retry: bool = False, *,
+             worker: str | None = None) -> JobState | None: ...
 
     def requeue(
-        self, job_id: int, reason: str, available_at: datetime, *, failure: bool = True
+        self, job_id: int, reason: str, available_at: datetime, *, failure: bool = True,
+        worker: str | None = None,
     ) -> bool: ...
 
     def is_current(self, job_id: int) -> bool: ...
+
+    def holds(self, job_id: int, worker: str) -> bool: ...
+
+    def renew(self, job_id: int, worker: str) -> bool: ...
+
+    def reclaim_expired(self) -> builtins.list[JobRecord]: ...
 
     def recover(self) -> int: ...
 
@@ -118,19 +129,31 @@ class SqlJobQueue:
       one process ``transaction``'s turns, keep them apart).
     - Only a ``running`` job can be completed or failed: a result that arrives after the job was
       superseded is dropped.
-    - ``attempts`` counts claims, so a job that kills its process is failed by ``recover`` after
-      ``max_attempts`` instead of being retried forever. ``requeue`` (a transient failure or a
+    - A running job is leased to the worker that claimed it (``worker``): its ``updated_at`` is
+      the heartbeat, set by the claim and by every ``renew``, and the lease expires ``lease``
+      seconds after it. Any process may put a job whose lease expired back in the queue
+      (``reclaim_expired``): its worker died or stalled. ``complete``, ``fail`` and
+      ``requeue`` given the ``worker`` change the job only while that worker still holds
+      it, so a worker that lost its job records nothing over the new holder's run. Every
+      process sharing the database must use the same ``lease``.
+    - ``attempts`` counts claims, so a job that kills its process is failed by
+      ``reclaim_expired`` (or ``recover``) after ``max_attempts`` instead of being retried
+      forever. ``requeue`` (a transient failure or a
       rate limit, retried later by the worker's own policy) gives its claim back, so such
       retries never use up the attempts that guard against crashes.
     """
 
     def __init__(
-        self, engine: Engine, *, max_attempts: int = 3, retry_delay: float = 0.0
+        self, engine: Engine, *, max_attempts: int = 3, retry_delay: float = 0.0,
+        lease: float = DEFAULT_LEASE,
     ) -> None:
         if max_attempts < 1:
             raise ValueError("max_attempts must be at least 1")
+        if lease <= 0:
+            raise ValueError("a job lease lasts more than 0 seconds")
         self.engine = engine
         self.max_attempts = max_attempts
+        self.lease = lease  # seconds a running job stays its worker's without a heartbeat
         self.retry_delay = retry_delay  # seconds before a retry, doubled per attempt
 
     def enqueue(self, request: JobRequest) -> int:
@@ -178,23 +201,30 @@ class SqlJobQueue:
             row = conn.execute(statement, {"b_now": utcnow(), "b_worker": worker_id}).first()
         return None if row is None else _record(row)
 
-    def complete(self, job_id: int, result: dict[str, Any] | None = None) -> bool:
-        """Mark a running job done; False (and nothing changes) if it is no longer running."""
+    def complete(self, job_id: int, result: dict[str, Any] | None = None, *,
+                 worker: str | None = None) -> bool:
+        """Mark a running job done; False (and nothing changes) if it is no longer running
+        (under ``worker``, when given)."""
+        statement = _COMPLETE if worker is None else _COMPLETE.where(
+            JOBS.c.worker == bindparam("b_worker"))
         with transaction(self.engine) as conn:
             updated = conn.execute(
-                _COMPLETE, {"b_id": job_id, "b_result": result, "b_now": utcnow()}
+                statement, {"b_id": job_id, "b_result": result, "b_now": utcnow(),
+                            "b_worker": worker}
             )
         return updated.rowcount == 1
 
-    def fail(self, job_id: int, error: str, retry: bool = False) -> JobState | None:
+    def fail(self, job_id: int, error: str, retry: bool = False, *,
+             worker: str | None = None) -> JobState | None:
         """Record a failure: back to queued when ``retry`` and attempts remain, else failed.
 
-        Returns the new state, or None if the job was not running (e.g. superseded meanwhile).
+        Returns the new state, or None if the job was not running (under ``worker``, when
+        given: e.g. superseded meanwhile, or reclaimed from a stalled worker).
         """
         with transaction(self.engine) as conn:
             attempts = conn.execute(
                 select(JOBS.c.attempts)
-                .where(JOBS.c.id == job_id, JOBS.c.state == JobState.RUNNING)
+                .where(_running_under(job_id, worker))
                 .with_for_update()
             ).scalar()
             if attempts is None:
@@ -215,19 +245,21 @@ class SqlJobQueue:
         return JobState(values["state"])
 
     def requeue(
-        self, job_id: int, reason: str, available_at: datetime, *, failure: bool = True
+        self, job_id: int, reason: str, available_at: datetime, *, failure: bool = True,
+        worker: str | None = None,
     ) -> bool:
         """Put a running job back in the queue, not to be claimed before ``available_at``,
         without spending an attempt (its claim is given back). ``reason`` is kept in ``error``.
 
         With ``failure`` it counts as one more transient failure: ``retries`` grows by one and
         the first one's time is kept (``first_failure_at``); a rate limit passes
-        ``failure=False`` and changes neither. False if the job was no longer running.
+        ``failure=False`` and changes neither. False if the job was no longer running (under
+        ``worker``, when given).
         """
         with transaction(self.engine) as conn:
             row = conn.execute(
                 select(JOBS.c.attempts, JOBS.c.payload)
-                .where(JOBS.c.id == job_id, JOBS.c.state == JobState.RUNNING)
+                .where(_running_under(job_id, worker))
                 .with_for_update()
             ).first()
             if row is None:
@@ -253,15 +285,59 @@ class SqlJobQueue:
             state = conn.execute(_STATE, {"b_id": job_id}).scalar()
         return state in ACTIVE_STATES
 
+    def holds(self, job_id: int, worker: str) -> bool:
+        """True while the job is running under ``worker`` (its lease not yet taken from it)."""
+        with transaction(self.engine) as conn:
+            found = conn.execute(select(JOBS.c.id).where(_running_under(job_id, worker))
+                                 ).first()
+        return found is not None
+
+    def renew(self, job_id: int, worker: str) -> bool:
+        """The heartbeat of a running job: extend ``worker``'s lease on it by ``lease``
+        seconds from now. False when the worker no longer holds it (superseded, or reclaimed
+        after its lease expired): the worker should stop the job and write nothing more."""
+        with transaction(self.engine) as conn:
+            renewed = conn.execute(update(JOBS).where(_running_under(job_id, worker))
+                                   .values(updated_at=utcnow()))
+        return renewed.rowcount == 1
+
+    def reclaim_expired(self) -> builtins.list[JobRecord]:
+        """Put running jobs whose lease expired (no heartbeat for ``lease`` seconds: their
+        worker died or stalled) back in the queue, each claim counted in ``attempts``: a job
+        that has used up ``max_attempts`` fails instead. Any process may call it at any time;
+        returns the jobs it reclaimed as they are now (``queued``, or ``failed``)."""
+        now = utcnow()
+        expired = (JOBS.c.state == JobState.RUNNING) & (
+            JOBS.c.updated_at < now - timedelta(seconds=self.lease))
+        with transaction(self.engine) as conn:
+            failed = conn.execute(
+                update(JOBS)
+                .where(expired, JOBS.c.attempts >= self.max_attempts)
+                .values(state=JobState.FAILED, updated_at=now,
+                        error=f"gave up after {self.max_attempts} tries: each time its "
+                              f"worker stopped answering (no heartbeat for {self.lease:g} s)")
+                .returning(*JOBS.c)
+            ).all()
+            requeued = conn.execute(
+                update(JOBS)
+                .where(expired)
+                .values(state=JobState.QUEUED, started_at=None, worker=None, updated_at=now,
+                        available_at=now,
+                        error=f"reclaimed: no heartbeat from its worker for {self.lease:g} s")
+                .returning(*JOBS.c)
+            ).all()
+        return [_record(row) for row in [*failed, *requeued]]
+
     def recover(
         self, stale_after: float | None = None, kinds: Collection[str] | None = None
     ) -> int:
         """Put jobs left ``running`` by a dead process back in the queue; returns how many were
         recovered (requeued, or failed when their attempts are used up).
 
-        Call it at start-up. With ``stale_after`` (seconds) only jobs started longer ago than
-        that are touched: use it when other live processes share the database. With ``kinds``
-        only jobs of those kinds are.
+        Call it at start-up of a process that is alone on the database (``reclaim_expired``
+        is the one for several workers). With ``stale_after`` (seconds) only jobs started
+        longer ago than that are touched: use it when other live processes share the
+        database. With ``kinds`` only jobs of those kinds are.
         """
         now = utcnow()
         stranded = JOBS.c.state == JobState.RUNNING
@@ -382,6 +458,12 @@ _COMPLETE = (
     )
 )
 _STATE = select(JOBS.c.state).where(JOBS.c.id == bindparam("b_id"))
+
+
+def _running_under(job_id: int, worker: str | None) -> ColumnElement[bool]:
+    """The job, while running (under ``worker``, when given)."""
+    condition = (JOBS.c.id == job_id) & (JOBS.c.state == JobState.RUNNING)
+    return condition if worker is None else condition & (JOBS.c.worker == worker)
 
 
 def _record(row: Row[Any]) -> JobRecord:

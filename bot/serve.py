@@ -1,20 +1,32 @@
-"""``alignbot serve``: the webhook service, the worker and its handlers, and the timer that
-queues the reminder sweeps, in one process."""
+"""The App's processes: ``alignbot serve`` (the webhook service, the worker and its handlers,
+and the timer that queues the reminder sweeps, in one process), ``alignbot serve
+--no-worker`` (webhooks only) and ``alignbot worker`` (the worker and the timer, no HTTP).
+
+Any number of web and worker processes share one PostgreSQL database: the queue hands each
+job to one worker under a lease (``bot/queue.py``), and the reminder timer queues sweeps only
+in the worker holding the ``reminder-pass`` lease. On SQLite the one process is the whole
+App (``Role.ALL``): a split role there is refused (``role_problem``).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
+import signal
+import threading
 from dataclasses import dataclass
+from datetime import timedelta
+from enum import StrEnum
 from pathlib import Path
 
 import uvicorn
 from fastapi import FastAPI
-from sqlalchemy.engine import Engine
+from sqlalchemy.engine import Engine, make_url
 
 from . import alignment, commands, reminders, trust
 from .app import create_app
 from .github import ApiOptions, GitHubApp
+from .lease import Lease, default_owner
 from .periodic import Periodic
 from .queue import SqlJobQueue
 from .sandbox import Containment, SandboxLimits, remove_stale
@@ -24,6 +36,28 @@ from .webhooks import WebhookRouter
 from .worker import Worker, retry_policy
 
 log = logging.getLogger(__name__)
+
+REMINDER_LEASE = "reminder-pass"  # the one worker process that queues the reminder sweeps
+
+
+class Role(StrEnum):
+    """What one process of the App does."""
+
+    ALL = "all"  # ``alignbot serve``: webhooks, worker and timer
+    WEB = "web"  # ``alignbot serve --no-worker``: webhooks only
+    WORKER = "worker"  # ``alignbot worker``: jobs and the reminder timer, no HTTP
+
+
+def role_problem(settings: Settings, role: Role) -> str | None:
+    """Why ``role`` cannot run with ``settings`` (one line), or None. A split role needs
+    PostgreSQL: a web process without a worker on its SQLite file would queue jobs that no
+    one runs, and SQLite's one writer is no queue for several hosts."""
+    if role is Role.ALL or make_url(settings.database_url).get_backend_name() == "postgresql":
+        return None
+    what = "alignbot worker" if role is Role.WORKER else "alignbot serve --no-worker"
+    return (f"{what} shares the job queue with other processes, which needs PostgreSQL "
+            "(ALIGNBOT_DATABASE_URL=postgresql+psycopg://…); on SQLite run `alignbot serve` "
+            "alone, which is the web service and the worker in one process")
 
 
 @dataclass
@@ -35,11 +69,39 @@ class Service:
     reminder_pass: Periodic  # queues the due reminder sweeps
 
 
-def build(settings: Settings) -> Service:
-    """Wire the parts; nothing starts until ``worker.start()`` and the HTTP server run."""
+def _database(settings: Settings) -> tuple[Engine, SqlJobQueue]:
     engine = make_engine(settings.database_url)
     migrate(engine)
-    queue = SqlJobQueue(engine)
+    return engine, SqlJobQueue(engine, lease=settings.job_lease_seconds)
+
+
+def _router() -> WebhookRouter:
+    router = WebhookRouter()
+    alignment.register(router)
+    commands.register(router)
+    return router
+
+
+def build(settings: Settings) -> Service:
+    """The whole App in one process (``Role.ALL``); nothing starts until ``worker.start()``
+    and the HTTP server run."""
+    engine, queue = _database(settings)
+    worker, timer, github = build_worker(settings, engine, queue)
+    app = create_app(settings, engine, _router(), on_enqueued=worker.notify)
+    return Service(app=app, engine=engine, worker=worker, github=github, reminder_pass=timer)
+
+
+def build_web(settings: Settings) -> FastAPI:
+    """The webhook service alone (``Role.WEB``): it records and queues; workers elsewhere run
+    the jobs."""
+    engine, _ = _database(settings)
+    return create_app(settings, engine, _router())
+
+
+def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue
+                 ) -> tuple[Worker, Periodic, GitHubApp]:
+    """The worker with every job's handler, and the timer that queues the due reminder
+    sweeps while this process holds the ``reminder-pass`` lease."""
     github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
         base_url=settings.github_api_url, max_wait=settings.github_max_wait,
         seconds_between_writes=settings.github_write_interval))
@@ -52,25 +114,27 @@ def build(settings: Settings) -> Service:
         limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
                              memory_bytes=settings.sandbox_memory_bytes),
         containment=containment,
-        gate=trust.TrustGate(engine, github))
+        gate=trust.TrustGate(engine, github), engine=engine)
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
+    lease = settings.job_lease_seconds
     worker = Worker(queue, {alignment.JOB_KIND: job, commands.JOB_KIND: command_job,
                             reminders.JOB_KIND: sweep_job},
                     concurrency=settings.workers, retry=retry_policy(settings),
-                    limits={reminders.JOB_KIND: reminders.SWEEPS_AT_ONCE})
-    router = WebhookRouter()
-    alignment.register(router)
-    commands.register(router)
-    app = create_app(settings, engine, router, on_enqueued=worker.notify)
+                    limits={reminders.JOB_KIND: reminders.SWEEPS_AT_ONCE},
+                    heartbeat=min(2.0, lease / 3), reclaim_interval=lease / 2,
+                    alone=engine.url.get_backend_name() == "sqlite")
+    # held from pass to pass by one process; another takes it over two passes after it died
+    timer_lease = Lease(engine, default_owner(), name=REMINDER_LEASE,
+                        ttl=timedelta(seconds=2 * reminders.PASS_INTERVAL))
 
     def reminder_pass() -> None:
-        if reminders.enqueue_due(engine, queue):
+        if timer_lease.acquire() and reminders.enqueue_due(engine, queue):
             worker.notify()
 
     timer = Periodic("reminder-pass", reminder_pass, reminders.PASS_INTERVAL,
                      reminders.FIRST_PASS_DELAY)
-    return Service(app=app, engine=engine, worker=worker, github=github, reminder_pass=timer)
+    return worker, timer, github
 
 
 def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
@@ -96,9 +160,18 @@ def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
                        expose=tuple(settings.sandbox_interpreters), base_dir=base_dir)
 
 
-def serve(settings: Settings) -> None:
+def _logging() -> None:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def serve(settings: Settings, *, worker: bool = True) -> None:
+    """``alignbot serve``: the whole App, or with ``worker=False`` the webhooks only."""
+    _logging()
+    if not worker:
+        uvicorn.run(build_web(settings), host=settings.host, port=settings.port,
+                    log_level="info", access_log=False)
+        return
     service = build(settings)
     service.worker.start()
     service.reminder_pass.start()
@@ -108,3 +181,26 @@ def serve(settings: Settings) -> None:
     finally:
         service.reminder_pass.stop(timeout=30)
         service.worker.stop(timeout=30)
+
+
+def work(settings: Settings, stop: threading.Event | None = None) -> None:
+    """``alignbot worker``: run jobs and the reminder timer until SIGTERM or SIGINT (or
+    ``stop``), then finish the running jobs for up to 30 s; one left running then is
+    reclaimed by another worker once its lease expires."""
+    _logging()
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: stop.set())
+    engine, queue = _database(settings)
+    worker, timer, _ = build_worker(settings, engine, queue)
+    worker.start()
+    timer.start()
+    log.info("worker %s started: %d thread(s), job lease %g s", worker.name,
+             worker.concurrency, settings.job_lease_seconds)
+    try:
+        stop.wait()
+    finally:
+        timer.stop(timeout=30)
+        worker.stop(timeout=30)
+        engine.dispose()

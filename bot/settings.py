@@ -66,6 +66,11 @@ class Settings(BaseSettings):
     job_timeout_seconds: float = Field(
         default=900, gt=0, description="a positive number of seconds"
     )
+    job_lease_seconds: float = Field(
+        default=60, ge=3, le=3600,
+        description="seconds a running job stays its worker's without a heartbeat (3 to "
+                    "3600; the same for every process on one database)",
+    )
     max_body_bytes: int = Field(
         default=25 * MIB, gt=0, description="a positive number of bytes (GitHub sends up to 25 MiB)"
     )

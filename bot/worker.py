@@ -9,6 +9,7 @@ import random
 import socket
 import threading
 import time
+import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -16,7 +17,8 @@ from datetime import timedelta
 from typing import Any
 
 from bot.errors import describe, is_transient, retry_at
-from bot.queue import JobQueue, JobRecord
+from bot.periodic import Periodic
+from bot.queue import JobQueue, JobRecord, JobState
 from bot.settings import Settings
 from bot.storage import utcnow
 
@@ -61,26 +63,68 @@ class JobSuperseded(Exception):
     """Raised by ``ensure_current()`` once a newer job has replaced the running one."""
 
 
+class JobLost(Exception):
+    """Raised by ``ensure_current()`` once the running job is no longer this worker's: its
+    lease expired (no heartbeat in time) and another worker may be running it now. The
+    handler must write nothing more; the new holder does all of it again."""
+
+
+@dataclass
+class _Claim:
+    """The job a worker thread is running, and how it is told to stop."""
+
+    queue: JobQueue
+    job_id: int
+    worker: str
+    # set once the job is no longer this worker's (superseded, finished elsewhere, or its
+    # lease lost): long steps (the sandbox) watch it and end at once
+    stop: threading.Event
+
+
 _running = threading.local()
 
 
 def ensure_current() -> None:
-    """In a job handler: raise ``JobSuperseded`` if a newer job replaced this one.
+    """In a job handler: raise ``JobSuperseded`` if a newer job replaced this one, or
+    ``JobLost`` if another worker took it over after this one's lease expired.
 
-    Call it between slow steps and before posting anything, so stale results are never posted.
-    Outside a worker it does nothing.
+    Call it between slow steps and before posting anything, so stale results are never posted
+    and two workers never post for one job. Outside a worker it does nothing.
     """
-    current: tuple[JobQueue, int] | None = getattr(_running, "job", None)
-    if current is not None and not current[0].is_current(current[1]):
-        raise JobSuperseded(f"job {current[1]} was superseded")
+    claim: _Claim | None = getattr(_running, "claim", None)
+    if claim is None or (not claim.stop.is_set()
+                         and claim.queue.holds(claim.job_id, claim.worker)):
+        return
+    claim.stop.set()
+    record = claim.queue.get(claim.job_id)
+    if record is not None and record.state in (JobState.QUEUED, JobState.RUNNING):
+        raise JobLost(f"job {claim.job_id} passed to another worker (lease expired)")
+    raise JobSuperseded(f"job {claim.job_id} was superseded")
+
+
+def stop_event() -> threading.Event | None:
+    """In a job handler: the event set once the running job is no longer this worker's (see
+    ``ensure_current``), for a long step to watch and end early; None outside a worker."""
+    claim: _Claim | None = getattr(_running, "claim", None)
+    return None if claim is None else claim.stop
 
 
 class Worker:
     """Runs queued jobs on ``concurrency`` threads, each polling the queue.
 
     Invariants: a result or failure is recorded only for a job that is still running under this
-    worker (a superseded job stays ``superseded``); a handler exception never kills a thread;
-    jobs left ``running`` by a previous process are requeued by ``start()``.
+    worker (a superseded job stays ``superseded``, a job reclaimed by another worker is that
+    worker's); a handler exception never kills a thread.
+
+    Leases, so that any number of workers share one queue: while a job runs, a heartbeat
+    thread renews its lease every ``heartbeat`` seconds (``queue.renew``); once renewing fails
+    (the job was superseded or reclaimed) it sets the job's ``stop_event()``, which the
+    sandbox watches, and ``ensure_current()`` raises. Every ``reclaim_interval`` seconds,
+    from ``start()`` on, the worker puts jobs whose lease expired (their worker died) back in
+    the queue (``queue.reclaim_expired``); one whose attempts are used up fails, and this
+    worker calls its handler's ``give_up`` (the job already ``failed``). With ``alone`` (the
+    only worker on its database, e.g. ``alignbot serve`` on SQLite) ``start()`` first
+    requeues every job left running, since they can only be a dead process's.
 
     Failures, by what the handler raised:
 
@@ -116,6 +160,9 @@ class Worker:
         retry: RetryPolicy | None = None,
         rng: random.Random | None = None,
         limits: Mapping[str, int] | None = None,
+        heartbeat: float = 2.0,
+        reclaim_interval: float = 10.0,
+        alone: bool = False,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
@@ -125,7 +172,11 @@ class Worker:
         self.handlers = dict(handlers)
         self.concurrency = concurrency
         self.poll_interval = poll_interval
-        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        # unique per process, even for a container's pid 1 restarted under the same hostname
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:6]}"
+        self.heartbeat = heartbeat
+        self.alone = alone
+        self._reclaimer = Periodic("job-leases", self.reclaim, reclaim_interval)
         self.retry = retry or RetryPolicy()
         self._rng = rng or random.Random()
         # at most this many jobs of a kind at once here, so that long jobs of one kind (the
@@ -138,13 +189,17 @@ class Worker:
         self._wake = threading.Event()
 
     def start(self) -> None:
-        """Requeue jobs a dead process left running, then start the threads."""
+        """Start the threads and the reclaiming of expired leases (when ``alone``, requeue
+        every job left running first)."""
         if self._threads:
             raise RuntimeError("the worker is already running")
-        recovered = self.queue.recover()
-        if recovered:
-            log.warning("recovered %d job(s) left running by a previous process", recovered)
+        if self.alone:
+            recovered = self.queue.recover()
+            if recovered:
+                log.warning("recovered %d job(s) left running by a previous process",
+                            recovered)
         self._stopping.clear()
+        self._reclaimer.start()
         for index in range(self.concurrency):
             thread = threading.Thread(
                 target=self._loop, args=(f"{self.name}/{index}",),
@@ -156,16 +211,32 @@ class Worker:
     def stop(self, timeout: float | None = 10.0) -> bool:
         """Stop taking jobs and wait up to ``timeout`` s in all; True if every thread ended.
 
-        A job still running after that is left ``running`` and requeued at the next start.
+        A job still running after that is left ``running``; once its lease expires another
+        worker (or this one, started again) requeues it.
         """
         self._stopping.set()
         self._wake.set()
+        self._reclaimer.stop(timeout=5)  # between two quick runs: ends at once
         deadline = None if timeout is None else time.monotonic() + timeout
         for thread in self._threads:
             thread.join(None if deadline is None else max(deadline - time.monotonic(), 0))
         alive = [thread for thread in self._threads if thread.is_alive()]
         self._threads = alive
         return not alive
+
+    def reclaim(self) -> int:
+        """Requeue the jobs whose lease expired (their worker died); how many. A job that
+        has used up its attempts so fails for good, and its handler's ``give_up`` is called
+        here, as if it had failed in this worker."""
+        reclaimed = self.queue.reclaim_expired()
+        if reclaimed:
+            log.warning("reclaimed %d job(s) whose worker stopped renewing its lease",
+                        len(reclaimed))
+        for job in reclaimed:
+            if job.state is JobState.FAILED:
+                log.error("job %d (%s %s): failed: %s", job.id, job.kind, job.key, job.error)
+                _call_give_up(self.handlers.get(job.kind), job, job.error or "")
+        return len(reclaimed)
 
     def notify(self) -> None:
         """Wake idle threads now (new jobs were queued) instead of at their next poll."""
@@ -183,7 +254,7 @@ class Worker:
                 return False
             self._running[job.kind] += 1
         try:
-            self._run(job)
+            self._run(job, worker_id or f"{self.name}/once")
         finally:
             with self._claiming:
                 self._running[job.kind] -= 1
@@ -208,36 +279,62 @@ class Worker:
                 self._wake.wait(self.poll_interval)
                 self._wake.clear()
 
-    def _run(self, job: JobRecord) -> None:
+    def _run(self, job: JobRecord, worker_id: str) -> None:
         handler = self.handlers.get(job.kind)
         if handler is None:
-            self.queue.fail(job.id, f"no handler for job kind {job.kind!r}", retry=False)
+            self.queue.fail(job.id, f"no handler for job kind {job.kind!r}", retry=False,
+                            worker=worker_id)
             log.error("job %d: no handler for kind %r", job.id, job.kind)
             return
         started = time.monotonic()
-        _running.job = (self.queue, job.id)
+        claim = _Claim(self.queue, job.id, worker_id, threading.Event())
+        done = threading.Event()
+        beat = threading.Thread(target=self._beat, args=(claim, done), daemon=True,
+                                name=f"alignbot-heartbeat-{job.id}")
+        beat.start()
+        _running.claim = claim
         try:
             result = handler(job)
             json.dumps(result)  # fail here, with the job, rather than in complete()
         except Exception as error:
-            self._failed(job, handler, error)  # still "running": give_up may ensure_current()
+            # still "running": give_up may ensure_current()
+            self._failed(job, handler, error, worker_id)
             return
         finally:
-            _running.job = None
+            _running.claim = None
+            done.set()
+            beat.join()
         elapsed = time.monotonic() - started
-        if self.queue.complete(job.id, result):
+        if self.queue.complete(job.id, result, worker=worker_id):
             log.info("job %d (%s %s): done in %.2fs", job.id, job.kind, job.key, elapsed)
         else:
             log.info("job %d (%s %s): superseded while running; result dropped",
                      job.id, job.kind, job.key)
 
-    def _failed(self, job: JobRecord, handler: JobHandler, error: Exception) -> None:
+    def _beat(self, claim: _Claim, done: threading.Event) -> None:
+        """Renew the job's lease until it ends; once that fails, tell the job to stop."""
+        while not done.wait(self.heartbeat):
+            try:
+                kept = self.queue.renew(claim.job_id, claim.worker)
+            except Exception as failure:  # the database is away: the lease may still hold
+                log.warning("job %d: could not renew its lease: %s", claim.job_id,
+                            describe(failure))
+                continue
+            if not kept:
+                log.info("job %d: no longer this worker's (superseded or reclaimed); "
+                         "stopping it", claim.job_id)
+                claim.stop.set()
+                return
+
+    def _failed(self, job: JobRecord, handler: JobHandler, error: Exception,
+                worker_id: str) -> None:
         now = utcnow()
         resume = retry_at(error)
         if resume is not None:
             when = max(resume, now) + timedelta(
                 seconds=self._rng.uniform(0, self.retry.rate_limit_jitter))
-            if self.queue.requeue(job.id, describe(error), when, failure=False):
+            if self.queue.requeue(job.id, describe(error), when, failure=False,
+                                  worker=worker_id):
                 log.warning("job %d (%s %s): rate limited, rescheduled in %.0f s (%s): %s",
                             job.id, job.kind, job.key, (when - now).total_seconds(),
                             when.isoformat(timespec="seconds"), describe(error))
@@ -252,7 +349,7 @@ class Worker:
             if now < deadline:
                 when = min(now + timedelta(seconds=self.retry.delay(failures, self._rng)),
                            deadline)
-                if self.queue.requeue(job.id, reason, when):
+                if self.queue.requeue(job.id, reason, when, worker=worker_id):
                     log.warning("job %d (%s %s): transient failure %d, retry in %.1f s: %s",
                                 job.id, job.kind, job.key, failures,
                                 (when - now).total_seconds(), reason)
@@ -261,19 +358,13 @@ class Worker:
                 return
             reason = (f"gave up after {failures} tries over {(now - first).total_seconds():.0f} s "
                       f"(retry horizon {self.retry.horizon:g} s): {reason}")
-        self._give_up(job, handler, error, reason)
+        self._give_up(job, handler, error, reason, worker_id)
 
     def _give_up(self, job: JobRecord, handler: JobHandler, error: Exception,
-                 reason: str) -> None:
-        give_up: GiveUp | None = getattr(handler, "give_up", None)
-        if give_up is not None and not isinstance(error, JobSuperseded) \
-                and self.queue.is_current(job.id):
-            try:
-                give_up(job, reason)
-            except Exception as failure:
-                log.error("job %d (%s %s): give_up failed: %s", job.id, job.kind, job.key,
-                          describe(failure))
-        state = self.queue.fail(job.id, reason, retry=False)
+                 reason: str, worker_id: str) -> None:
+        if not isinstance(error, JobSuperseded | JobLost) and self.queue.holds(job.id, worker_id):
+            _call_give_up(handler, job, reason)
+        state = self.queue.fail(job.id, reason, retry=False, worker=worker_id)
         if state is None:
             self._superseded(job)
         elif is_transient(error) or getattr(error, "expected", False) is True:
@@ -283,4 +374,18 @@ class Worker:
                       exc_info=error)
 
     def _superseded(self, job: JobRecord) -> None:
-        log.info("job %d (%s %s): superseded while running", job.id, job.kind, job.key)
+        log.info("job %d (%s %s): superseded or taken over while running", job.id, job.kind,
+                 job.key)
+
+
+def _call_give_up(handler: JobHandler | None, job: JobRecord, reason: str) -> None:
+    """The handler's ``give_up(job, reason)``, if it has one; an exception from it is logged
+    in one line."""
+    give_up: GiveUp | None = getattr(handler, "give_up", None)
+    if give_up is None:
+        return
+    try:
+        give_up(job, reason)
+    except Exception as failure:
+        log.error("job %d (%s %s): give_up failed: %s", job.id, job.kind, job.key,
+                  describe(failure))

@@ -31,6 +31,18 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     if request.param == "sqlite":
         yield f"sqlite:///{tmp_path / 'bot.db'}"
         return
+    yield empty_postgres()
+
+
+@pytest.fixture()
+def postgres_url() -> str:
+    """PostgreSQL only (several processes sharing one queue), emptied for the test."""
+    return empty_postgres()
+
+
+def empty_postgres() -> str:
+    """The tests' PostgreSQL database (ALIGNBOT_TEST_POSTGRES_URL), emptied; the test is
+    skipped where there is none."""
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL tests need ALIGNBOT_TEST_POSTGRES_URL (make test sets it)")
     from sqlalchemy import MetaData
@@ -42,7 +54,7 @@ def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str
     tables.reflect(engine)
     tables.drop_all(engine)
     engine.dispose()
-    yield POSTGRES_URL
+    return POSTGRES_URL
 
 
 @pytest.fixture()

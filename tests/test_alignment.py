@@ -3,16 +3,22 @@ every job ends with a completed check run."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from github import GithubException
 from service import Service
+from sqlalchemy import insert, update
 
+from bot import reminders
 from bot.alignment import (
     CONFIG_PATH,
     JOB_KIND,
@@ -23,12 +29,15 @@ from bot.alignment import (
     on_pull_request,
 )
 from bot.demo import NUMBER, OWNER, REPO, _files, _sha, deliver, wait_for
+from bot.engine_report import empty_report
 from bot.github import ApiOptions, GitHubApp, RateLimited
 from bot.output import CHECK_NAME
-from bot.queue import JobRecord, JobRequest, SqlJobQueue
-from bot.storage import make_engine, migrate
+from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from bot.sandbox import SandboxResult
+from bot.storage import INSTALLATIONS, JOBS, make_engine, migrate, transaction, utcnow
 from bot.testing.github import GitHubServer
 from bot.webhooks import Event
+from bot.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -241,3 +250,123 @@ def test_a_config_over_one_megabyte_fails_the_check(github_server: GitHubServer,
     assert TOO_LARGE in run.output["summary"]
     (comment,) = github_server.comments_on(OWNER, REPO, NUMBER)
     assert TOO_LARGE in comment.body
+
+
+SLOW_SETUP = b"""\
+candidate:
+  prelude: import torch
+  setup: ["sleep 120"]
+ops:
+  - paths: ["README.md"]
+    specs: ["activations.softplus"]
+"""
+
+
+def test_a_newer_push_stops_the_running_sandbox_and_names_its_head(
+        github_server: GitHubServer, tmp_path: Path) -> None:
+    """The check of the old head is in its sandbox (a two-minute setup) when a newer push
+    supersedes it: the sandbox is killed within seconds and the check run says which head
+    replaced it; nothing is commented for the old head."""
+    setup = make_setup(github_server, tmp_path, SLOW_SETUP)
+    request = JobRequest(kind=JOB_KIND, key=f"{OWNER}/{REPO}#{NUMBER}", supersede=True,
+                         payload={"installation_id": INSTALLATION, "repo": f"{OWNER}/{REPO}",
+                                  "number": NUMBER, "head_sha": setup.head, "trigger": "test"})
+    old = setup.queue.enqueue(request)
+    worker = Worker(setup.queue, {JOB_KIND: setup.job}, heartbeat=0.2)
+    thread = threading.Thread(target=worker.run_once)
+    thread.start()
+    try:
+        wait_for(lambda: bool(github_server.check_runs_for(OWNER, REPO, setup.head)), 60,
+                 "the old head's check run")
+        time.sleep(1)  # into the setup command
+        tree = {**_files(ROOT / "examples" / "fastops"), CONFIG_PATH: SLOW_SETUP,
+                "README.md": b"faster still\n"}
+        newer = _sha(tree)
+        github_server.push(OWNER, REPO, NUMBER, newer, tree=tree, files=[
+            {"filename": "README.md", "status": "modified", "patch": "@@ -1 +1 @@\n+still"}])
+        pushed = time.monotonic()
+        setup.queue.enqueue(dataclasses.replace(request, payload={
+            **request.payload, "head_sha": newer}))
+        wait_for(lambda: setup.run().status == "completed", 60, "the old check run to end")
+        assert time.monotonic() - pushed < 10  # not the two minutes of its setup
+    finally:
+        thread.join(timeout=60)
+    run = setup.run()
+    assert run.conclusion == "cancelled"
+    assert run.output["title"] == f"superseded by {newer[:12]}"
+    assert setup.queue.get(old).state is JobState.SUPERSEDED  # type: ignore[union-attr]
+    assert github_server.comments_on(OWNER, REPO, NUMBER) == []
+
+
+def test_a_removed_installation_is_skipped_and_the_live_ones_checks_and_sweeps_go_on(
+        setup: Setup) -> None:
+    """Installation 4545 was uninstalled (the ``installations`` row says so) after a check of
+    one of its pull requests was queued: that job asks GitHub for no token, while the live
+    installation's check and reminder sweep run."""
+    github, queue = setup.github, setup.queue
+    engine = queue.engine
+    with transaction(engine) as conn:
+        conn.execute(insert(INSTALLATIONS), [
+            {"id": INSTALLATION, "account_login": OWNER, "repositories": [f"{OWNER}/{REPO}"],
+             "deleted": False},
+            {"id": 4545, "account_login": "gone-org", "repositories": ["gone-org/lib"],
+             "deleted": True}])
+    gone = queue.enqueue(JobRequest(kind=JOB_KIND, key="gone-org/lib#1", supersede=True,
+                                    payload={"installation_id": 4545, "repo": "gone-org/lib",
+                                             "number": 1, "head_sha": "d" * 40,
+                                             "trigger": "test"}))
+    live = queue.enqueue(JobRequest(kind=JOB_KIND, key=f"{OWNER}/{REPO}#{NUMBER}",
+                                    supersede=True, payload={
+                                        "installation_id": INSTALLATION,
+                                        "repo": f"{OWNER}/{REPO}", "number": NUMBER,
+                                        "head_sha": setup.head, "trigger": "test"}))
+    sweeps = reminders.enqueue_due(engine, queue)
+    job = dataclasses.replace(setup.job, engine=engine)
+    worker = Worker(queue, {JOB_KIND: job, reminders.JOB_KIND: reminders.SweepJob(
+        setup.job.app, engine, reminders.SweepOptions(write_interval=0))})
+    while worker.run_once():
+        pass
+
+    records = {record.id: record for record in queue.list()}
+    assert records[gone].state is JobState.DONE
+    assert records[gone].result == {"skipped": "the App was uninstalled"}
+    assert github.count("POST", r"^/app/installations/4545/access_tokens$") == 0
+    assert records[live].state is JobState.DONE and setup.run().status == "completed"
+    assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
+    assert [records[s].key for s in sweeps] == [f"{OWNER}/{REPO}".lower()]
+    assert records[sweeps[0]].state is JobState.DONE
+
+
+def test_a_worker_that_lost_its_job_posts_nothing_and_the_new_holder_posts_once(
+        github_server: GitHubServer, tmp_path: Path) -> None:
+    """The first worker stalls in the sandbox past its lease and the job is reclaimed: it
+    neither completes the check run nor comments; the worker that runs the job again finds
+    the same check run, completes it and comments once."""
+    setup = make_setup(github_server, tmp_path, SLOW_SETUP)
+    queue = SqlJobQueue(setup.queue.engine, lease=5)
+    calls: list[str] = []
+
+    def sandbox(*args: Any, **kwargs: Any) -> SandboxResult:
+        calls.append("sandbox")
+        if len(calls) == 1:  # the stall: no heartbeat came (lease 5 s), another worker reclaims
+            with transaction(queue.engine) as conn:
+                conn.execute(update(JOBS).values(updated_at=utcnow() - timedelta(seconds=10)))
+            assert len(queue.reclaim_expired()) == 1
+        return SandboxResult(dict(empty_report().dump()), 0, None, "", "", 0.1)
+
+    job = dataclasses.replace(setup.job, queue=queue, sandbox=sandbox)
+    job_id = queue.enqueue(JobRequest(kind=JOB_KIND, key=f"{OWNER}/{REPO}#{NUMBER}",
+                                      supersede=True, payload={
+                                          "installation_id": INSTALLATION,
+                                          "repo": f"{OWNER}/{REPO}", "number": NUMBER,
+                                          "head_sha": setup.head, "trigger": "test"}))
+    assert Worker(queue, {JOB_KIND: job}, heartbeat=60, name="stalled").run_once()
+    assert setup.run().status == "in_progress"  # left for the new holder, not failed
+    assert github_server.comments_on(OWNER, REPO, NUMBER) == []
+    assert Worker(queue, {JOB_KIND: job}, name="other").run_once()
+    run = setup.run()  # the one check run, found again by its external id
+    assert run.status == "completed" and run.conclusion == "success"
+    assert len(github_server.comments_on(OWNER, REPO, NUMBER)) == 1
+    record = queue.get(job_id)
+    assert record is not None and record.state is JobState.DONE and record.attempts == 2
+    assert record.worker == "other/once" and calls == ["sandbox", "sandbox"]

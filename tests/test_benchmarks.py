@@ -129,3 +129,15 @@ def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
     assert data["names_library"] <= data["names_either"] <= data["op_names"]
     assert data["names_opinfo"] <= data["names_either"]
     assert data["draw"]["drew_a_call"] == 1 and data["draw"]["failed"] == {}
+
+
+@pytest.mark.services
+def test_workers_benchmark_times_checks_and_acknowledgements(postgres_url: str,
+                                                             tmp_path: Path) -> None:
+    out = tmp_path / "figures.json"
+    subprocess.run([sys.executable, str(SCRIPT.with_name("workers.py")), "--checks", "2",
+                    "--counts", "1", "--setup-seconds", "0.2", "--json", str(out)],
+                   check=True, timeout=300)
+    (row,) = json.loads(out.read_text())
+    assert row["workers"] == 1 and row["checks"] == 2 and row["checks_per_minute"] > 0
+    assert row["probes"] > 0 and row["probe_failures"] == 0 and row["ack_p99_ms"] > 0

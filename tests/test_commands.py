@@ -138,7 +138,7 @@ def record(request: JobRequest) -> JobRecord:
                      None, now, now, now, "test")
 
 
-def fake_sandbox(*args: Any) -> SandboxResult:
+def fake_sandbox(*args: Any, **kwargs: Any) -> SandboxResult:
     report = {**REPORT, "findings": []}
     return SandboxResult(report, 0, None, "", "", 0.1)
 

@@ -9,10 +9,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.storage import FairLock, make_engine, transaction
+from bot.storage import JOBS, FairLock, make_engine, transaction, utcnow
 
 
 def request(key: str = "o/r#1", supersede: bool = False, **payload: object) -> JobRequest:
@@ -336,3 +336,72 @@ def test_transient_requeues_do_not_use_up_the_crash_guard(database_url: str,
     assert queue.recover() == 1
     job = queue.get(job_id)
     assert job is not None and (job.state, job.attempts, job.retries) == (JobState.QUEUED, 1, 5)
+
+
+# --------------------------------------------------------------------------- leases
+
+
+def _expire(queue: SqlJobQueue, job_id: int) -> None:
+    """The job's last heartbeat was longer ago than its lease: its worker died."""
+    with transaction(queue.engine) as conn:
+        conn.execute(update(JOBS).where(JOBS.c.id == job_id).values(
+            updated_at=utcnow() - timedelta(seconds=queue.lease + 1)))
+
+
+def test_a_heartbeat_keeps_the_lease_and_only_an_expired_one_is_reclaimed(
+        queue: SqlJobQueue) -> None:
+    live, dead = queue.enqueue(request("o/r#1")), queue.enqueue(request("o/r#2"))
+    assert queue.claim("live") is not None and queue.claim("dead") is not None
+    _expire(queue, live)
+    assert queue.renew(live, "live")  # its heartbeat came in time after all
+    _expire(queue, dead)
+    assert len(queue.reclaim_expired()) == 1
+    states = {job.id: job.state for job in queue.list()}
+    assert states == {live: JobState.RUNNING, dead: JobState.QUEUED}
+    reclaimed = queue.get(dead)
+    assert reclaimed is not None and reclaimed.worker is None
+    assert reclaimed.error is not None and "no heartbeat" in reclaimed.error
+    assert len(queue.reclaim_expired()) == 0
+
+
+def test_a_worker_that_lost_its_lease_records_nothing(queue: SqlJobQueue) -> None:
+    job_id = queue.enqueue(request())
+    assert queue.claim("stalled") is not None
+    _expire(queue, job_id)
+    assert len(queue.reclaim_expired()) == 1
+    again = queue.claim("other")
+    assert again is not None and again.id == job_id and again.attempts == 2
+    assert queue.holds(job_id, "other") and not queue.holds(job_id, "stalled")
+    assert not queue.renew(job_id, "stalled")
+    assert not queue.complete(job_id, {"posted": "twice"}, worker="stalled")
+    assert queue.fail(job_id, "boom", worker="stalled") is None
+    assert not queue.requeue(job_id, "later", utcnow(), worker="stalled")
+    assert queue.is_current(job_id)  # still the other worker's
+    assert queue.complete(job_id, {"posted": "once"}, worker="other")
+    job = queue.get(job_id)
+    assert job is not None and job.result == {"posted": "once"}
+
+
+def test_a_job_that_keeps_losing_its_worker_fails_after_max_attempts(engine: Engine) -> None:
+    queue = SqlJobQueue(engine, max_attempts=2)
+    job_id = queue.enqueue(request())
+    for attempt in (1, 2):
+        claimed = queue.claim(f"worker-{attempt}")
+        assert claimed is not None and claimed.attempts == attempt
+        _expire(queue, job_id)
+        assert len(queue.reclaim_expired()) == 1
+    job = queue.get(job_id)
+    assert job is not None and job.state is JobState.FAILED
+    assert job.error is not None and "gave up after 2 tries" in job.error
+
+
+def test_a_superseded_job_cannot_be_renewed(queue: SqlJobQueue) -> None:
+    job_id = queue.enqueue(request())
+    assert queue.claim("w") is not None
+    queue.enqueue(JobRequest("align", "o/r#1", supersede=True))
+    assert not queue.renew(job_id, "w") and not queue.holds(job_id, "w")
+
+
+def test_a_lease_is_positive(engine: Engine) -> None:
+    with pytest.raises(ValueError, match="lease"):
+        SqlJobQueue(engine, lease=0)

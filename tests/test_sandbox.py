@@ -130,7 +130,8 @@ def _check_args(config: RepoConfig, repo: Path) -> list[str]:
 
 
 def _run(name: str, tmp_path: Path, canaries: Secrets, limits: SandboxLimits = LIMITS,
-         containment: Containment | None = None) -> SandboxResult:
+         containment: Containment | None = None, stop: threading.Event | None = None
+         ) -> SandboxResult:
     repo = tmp_path / name
     shutil.copytree(HOSTILE / name, repo)
     targets = canaries.targets()
@@ -138,7 +139,7 @@ def _run(name: str, tmp_path: Path, canaries: Secrets, limits: SandboxLimits = L
     (repo / "targets.txt").write_text("".join(f"{p}\n" for p in targets["secret_files"]))
     config = load_config((repo / ".github" / "alignbot.yml").read_text())
     result = run_check(repo, config, _check_args(config, repo), limits,
-                       containment or canaries.containment())
+                       containment or canaries.containment(), stop=stop)
     _assert_no_canary(result, canaries)
     return result
 
@@ -293,6 +294,30 @@ def test_hang_hits_the_wall_clock_limit_and_leaves_nothing_behind(
     assert result.reason == ("setup command `echo HOSTILE-RAN hang; sleep 1000` ran past the "
                              "5 s wall-clock limit")
     assert "HOSTILE-RAN hang" in result.stdout_tail
+    _assert_machine_fine(result)
+
+
+def test_stop_kills_the_running_command_at_once_and_leaves_nothing_behind(
+        tmp_path: Path, canaries: Secrets) -> None:
+    """The job was superseded: its sandbox ends within a second, not at the wall clock."""
+    stop = threading.Event()
+    stopped_at: list[float] = []
+
+    def supersede() -> None:
+        stopped_at.append(time.monotonic())
+        stop.set()
+
+    timer = threading.Timer(2.0, supersede)
+    timer.start()
+    try:
+        result = _run("hang", tmp_path, canaries, SandboxLimits(
+            wall_seconds=120, memory_bytes=2 * GIB, processes=64), stop=stop)
+    finally:
+        timer.cancel()
+    assert time.monotonic() - stopped_at[0] < 3  # half a second to notice, then the cleanup
+    assert result.reason == ("setup command `echo HOSTILE-RAN hang; sleep 1000` was stopped: "
+                             "the check was no longer needed")
+    assert result.report is None and "HOSTILE-RAN hang" in result.stdout_tail
     _assert_machine_fine(result)
 
 

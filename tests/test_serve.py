@@ -90,3 +90,22 @@ def test_killed_service_finishes_the_job_after_a_restart_and_posts_once(
     wait_for(lambda: completed(github, head), TIMEOUT, "the job after the restart")
     assert len(github.check_runs_for(OWNER, REPO, head)) == 1
     assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
+
+
+# --------------------------------------------------------------------------- roles
+
+
+@pytest.mark.parametrize("argv", [["worker"], ["serve", "--no-worker"]])
+def test_a_split_role_on_sqlite_is_one_line_and_exit_2(
+        argv: list[str], github_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from bot.cli import main
+
+    for name, value in Service(github_server, tmp_path).env.items():
+        if name.startswith("ALIGNBOT_"):
+            monkeypatch.setenv(name, value)
+    assert main(argv) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"alignbot: error: alignbot {' '.join(argv)} shares the job queue")
+    assert "needs PostgreSQL" in line and "`alignbot serve` alone" in line
+    assert not (tmp_path / "alignbot.db").exists()  # refused before touching the database

@@ -1,5 +1,5 @@
 """bot/worker.py: running handlers, failures, retries (backoff, rate limits, the horizon,
-give_up), supersede and restart recovery."""
+give_up), supersede, leases (heartbeat, reclaim, stop) and restart recovery."""
 
 from __future__ import annotations
 
@@ -20,11 +20,13 @@ from bot.github import FileTooLarge, RateLimited
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
 from bot.storage import JOBS, make_engine, migrate, transaction
 from bot.worker import (
+    JobLost,
     JobSuperseded,
     RetryPolicy,
     Worker,
     ensure_current,
     retry_policy,
+    stop_event,
 )
 
 FAST = RetryPolicy(horizon=60, base=0.01, cap=0.02, jitter=0)
@@ -335,27 +337,104 @@ def test_ensure_current_outside_a_worker_does_nothing() -> None:
     assert issubclass(JobSuperseded, Exception)
 
 
-def test_jobs_survive_a_restart(database_url_engine: tuple[str, Engine]) -> None:
+@pytest.mark.parametrize("alone", [True, False])
+def test_jobs_survive_a_restart(database_url_engine: tuple[str, Engine], alone: bool) -> None:
+    """Alone on its database a worker requeues at start what a dead process left running;
+    beside others it waits for the dead one's lease to expire."""
     url, engine = database_url_engine
     job_id = SqlJobQueue(engine).enqueue(JobRequest("align", "o/r#1"))
     dead = SqlJobQueue(make_engine(url))
     assert dead.claim("old-process") is not None  # and then the process died
     dead.engine.dispose()
 
-    queue = SqlJobQueue(engine)
+    queue = SqlJobQueue(engine, lease=0.5)
     seen: list[int] = []
 
     def handler(job: JobRecord) -> dict[str, Any]:
         seen.append(job.attempts)
         return {"ok": True}
 
-    worker = Worker(queue, {"align": handler}, poll_interval=0.02)
+    worker = Worker(queue, {"align": handler}, poll_interval=0.02, reclaim_interval=0.1,
+                    alone=alone)
+    started = time.monotonic()
     worker.start()
     try:
         wait_for(lambda: state(queue, job_id).state is JobState.DONE)
     finally:
         assert worker.stop(timeout=5)
     assert seen == [2]
+    assert (time.monotonic() - started < 0.4) is alone
+
+
+def test_a_heartbeat_keeps_a_long_job_from_being_reclaimed(engine: Engine) -> None:
+    queue = SqlJobQueue(engine, lease=0.6)
+    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
+    runs: list[int] = []
+
+    def slow(job: JobRecord) -> dict[str, Any]:
+        runs.append(job.attempts)
+        time.sleep(2.0)  # more than three leases: only the heartbeat keeps it
+        ensure_current()
+        return {"ok": True}
+
+    worker = Worker(queue, {"align": slow}, poll_interval=0.02, heartbeat=0.1)
+    other = Worker(queue, {"align": slow}, poll_interval=0.02, reclaim_interval=0.1)
+    worker.start()
+    wait_for(lambda: state(queue, job_id).state is JobState.RUNNING)
+    other.start()
+    try:
+        wait_for(lambda: state(queue, job_id).state is JobState.DONE, seconds=10)
+    finally:
+        assert worker.stop(timeout=5) and other.stop(timeout=5)
+    assert runs == [1]
+
+
+def test_a_worker_that_lost_its_job_stops_and_records_nothing(engine: Engine) -> None:
+    """A worker stalled past its lease (here: its heartbeat never beats) finds the job taken
+    over: the job's stop event is set, ``ensure_current`` raises ``JobLost``, and the new
+    holder's result is the one recorded."""
+    queue = SqlJobQueue(engine, lease=0.3)
+    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
+    raised: list[BaseException] = []
+
+    def stalled(job: JobRecord) -> dict[str, Any]:
+        time.sleep(0.5)  # past the lease
+        assert len(queue.reclaim_expired()) == 1  # another worker's reclaim
+        assert queue.claim("other/0") is not None  # … and its claim
+        try:
+            ensure_current()
+        except JobLost as lost:
+            raised.append(lost)
+            raise
+        return {"posted": "twice"}
+
+    worker = Worker(queue, {"align": stalled}, heartbeat=60)
+    assert worker.run_once()
+    assert len(raised) == 1
+    job = state(queue, job_id)
+    assert (job.state, job.worker) == (JobState.RUNNING, "other/0")
+    assert queue.complete(job_id, {"posted": "once"}, worker="other/0")
+
+
+def test_a_superseded_job_is_told_to_stop_at_once(queue: SqlJobQueue) -> None:
+    """The heartbeat finds a running job superseded and sets its stop event, which a long
+    step (the sandbox) watches, long before that step would have ended."""
+    queue.enqueue(JobRequest("align", "o/r#1", {"sha": "old"}))
+    waited: list[float] = []
+
+    def long_step(job: JobRecord) -> dict[str, Any]:
+        stop = stop_event()
+        assert stop is not None and not stop.is_set()
+        queue.enqueue(JobRequest("align", job.key, {"sha": "new"}, supersede=True))
+        started = time.monotonic()
+        assert stop.wait(30)
+        waited.append(time.monotonic() - started)
+        ensure_current()
+        raise AssertionError("not reached")
+
+    assert Worker(queue, {"align": long_step}, heartbeat=0.1).run_once()
+    assert waited and waited[0] < 2
+    assert stop_event() is None  # outside a job
 
 
 @pytest.fixture()
@@ -411,3 +490,29 @@ def test_stop_gives_up_on_a_stuck_handler(queue: SqlJobQueue) -> None:
     assert not worker.stop(timeout=0.1)  # still running; a restart would requeue it
     release.set()
     assert worker.stop(timeout=5)
+
+
+def test_a_job_whose_worker_died_too_often_is_given_up_by_the_reclaiming_worker(
+        engine: Engine) -> None:
+    """The reclaiming worker calls the handler's ``give_up`` (the job already failed), so a
+    check run the dead workers started is still completed."""
+    queue = SqlJobQueue(engine, max_attempts=1, lease=0.2)
+    job_id = queue.enqueue(JobRequest("align", "o/r#1"))
+    assert queue.claim("dead/0") is not None  # and its process died
+    gave_up: list[tuple[int, JobState, str]] = []
+
+    class Handler:
+        def __call__(self, job: JobRecord) -> None:
+            raise AssertionError("not run again")
+
+        def give_up(self, job: JobRecord, reason: str) -> None:
+            gave_up.append((job.id, state(queue, job.id).state, reason))
+
+    worker = Worker(queue, {"align": Handler()})
+    assert worker.reclaim() == 0  # its lease has not expired yet
+    time.sleep(0.3)
+    assert worker.reclaim() == 1
+    assert gave_up == [(job_id, JobState.FAILED,
+                        "gave up after 1 tries: each time its worker stopped answering "
+                        "(no heartbeat for 0.2 s)")]
+    assert not worker.run_once()

@@ -43,6 +43,7 @@ stale cleanup); ``run_check`` here ties them together.
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -96,9 +97,11 @@ __all__ = [
 
 def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
               limits: SandboxLimits | None = None,
-              containment: Containment | None = None) -> SandboxResult:
+              containment: Containment | None = None, *,
+              stop: threading.Event | None = None) -> SandboxResult:
     """Copy ``repo_dir`` into a fresh work directory, run ``config.candidate.setup`` there,
-    then ``python -m checks.cli check … --json REPORT``, all contained; return the report."""
+    then ``python -m checks.cli check … --json REPORT``, all contained; return the report.
+    Setting ``stop`` kills the running command within half a second and ends the run."""
     limits = limits or SandboxLimits()
     containment = containment or Containment()
     started = time.monotonic()
@@ -117,7 +120,7 @@ def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
         return SandboxResult(None, None, f"the sandbox could not prepare its work folder: "
                              f"{exc}", "", "", time.monotonic() - started)
     try:
-        result = _run_steps(workspace, plan, config, check_args, limits, wall, deadline)
+        result = _run_steps(workspace, plan, config, check_args, limits, wall, deadline, stop)
     except OSError as exc:  # the service itself failed (out of memory, fds, disk)
         result = SandboxResult(None, None, f"the sandbox failed: {exc}", "", "", 0.0)
     finally:
@@ -127,11 +130,13 @@ def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
 
 
 def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list[str],
-               limits: SandboxLimits, wall: float, deadline: float) -> SandboxResult:
+               limits: SandboxLimits, wall: float, deadline: float,
+               stop: threading.Event | None = None) -> SandboxResult:
     env = ws.environment()
     runs: list[tuple[str, _Run]] = []
     for command in config.candidate.setup:
-        run = _launch(["/bin/sh", "-c", command], ws.repo, env, ws, plan, limits, deadline)
+        run = _launch(["/bin/sh", "-c", command], ws.repo, env, ws, plan, limits, deadline,
+                      stop)
         runs.append((command, run))
         what = f"setup command `{_short(command)}`"
         reason = run.reason(what, limits, wall)
@@ -145,7 +150,8 @@ def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list
     if problem:
         return _result(runs, None, f"refused: {problem}") if runs else SandboxResult(
             None, None, f"refused: {problem}", "", "", 0.0)
-    run = _launch(ws.engine_argv(config, check_args), ws.repo, env, ws, plan, limits, deadline)
+    run = _launch(ws.engine_argv(config, check_args), ws.repo, env, ws, plan, limits, deadline,
+                  stop)
     runs.append(("alignbot check", run))
     reason = run.reason("the engine", limits, wall)
     if reason:

@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from .workspace import _Workspace
 
 TAIL_CHARS = 4000
+STOPPED = "the check was no longer needed"
 
 
 @dataclass
@@ -158,8 +160,11 @@ class _Run:
     stderr: bytes
     layers: list[str]
     refused: str | None
+    stopped: bool = False  # killed early: its ``stop`` event was set
 
     def reason(self, what: str, limits: SandboxLimits, wall: float) -> str | None:
+        if self.stopped:
+            return f"{what} was stopped: {STOPPED}"
         if self.refused:
             return f"refused: {self.refused}"
         if self.timed_out:
@@ -175,8 +180,10 @@ class _Run:
 
 
 def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan: _Plan,
-            limits: SandboxLimits, deadline: float) -> _Run:
-    """Run one command through the trampoline; kill its whole group at the deadline."""
+            limits: SandboxLimits, deadline: float, stop: threading.Event | None = None
+            ) -> _Run:
+    """Run one command through the trampoline; kill its whole group at the deadline, or
+    within half a second of ``stop`` being set."""
     status_r, status_w = os.pipe()
     spec = {
         "argv": argv, "cwd": str(cwd), "env": env, "mode": plan.mode, "uid": plan.uid,
@@ -200,7 +207,7 @@ def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, pla
         with contextlib.suppress(BrokenPipeError):
             proc.stdin.write(json.dumps(spec).encode())
             proc.stdin.close()
-        streams, timed_out = _collect(proc, status_r, deadline)
+        streams, timed_out = _collect(proc, status_r, deadline, stop)
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(proc.pid, signal.SIGKILL)
@@ -212,17 +219,20 @@ def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, pla
     code = proc.returncode
     exit_code = 128 - code if code < 0 else code
     refused = status.get("refused")
+    stopped = timed_out and stop is not None and stop.is_set()
     if not status and not timed_out:  # init reports before anything untrusted runs
         refused = "the sandbox could not be set up: " + (_last_line(streams[2]) or
                                                          f"exit status {exit_code}")
     layers = ["scrubbed-environment", "rlimits", "wall-clock-kill", *status.get("layers", [])]
-    return _Run(exit_code, timed_out, streams[1], streams[2], layers, refused)
+    return _Run(exit_code, timed_out and not stopped, streams[1], streams[2], layers, refused,
+                stopped)
 
 
-def _collect(proc: subprocess.Popen[bytes], status_fd: int, deadline: float
-             ) -> tuple[dict[int, bytes], bool]:
+def _collect(proc: subprocess.Popen[bytes], status_fd: int, deadline: float,
+             stop: threading.Event | None = None) -> tuple[dict[int, bytes], bool]:
     """Read stdout, stderr (keeping tails) and the status pipe until all close, the command
-    is gone (plus a grace second for what it left holding the pipes) or the deadline."""
+    is gone (plus a grace second for what it left holding the pipes), the deadline or
+    ``stop``; True when cut short (deadline or ``stop``)."""
     assert proc.stdout is not None and proc.stderr is not None
     fds = {proc.stdout.fileno(): 1, proc.stderr.fileno(): 2, status_fd: status_fd}
     keep = {1: bytearray(), 2: bytearray(), status_fd: bytearray()}
@@ -230,7 +240,7 @@ def _collect(proc: subprocess.Popen[bytes], status_fd: int, deadline: float
     exited_at: float | None = None
     while open_fds:
         now = time.monotonic()
-        if now >= deadline:
+        if now >= deadline or (stop is not None and stop.is_set()):
             return {k: bytes(v) for k, v in keep.items()}, True
         if exited_at is None and proc.poll() is not None:
             exited_at = now

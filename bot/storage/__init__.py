@@ -19,7 +19,7 @@ from .base import Base, BigId, UtcDateTime, utcnow
 from .commands import REPLIES, USES, CommandReply, CommandUse
 from .deliveries import DELIVERIES, Delivery
 from .engine import FairLock, database_url, make_engine, transaction
-from .installations import INSTALLATIONS, Installation
+from .installations import INSTALLATIONS, Installation, installation_gone
 from .jobs import ACTIVE_STATES, JOBS, Job, JobState
 from .locks import LOCKS, SweepLock
 from .migrate import SchemaMismatch, current_revision, migrate
@@ -79,6 +79,7 @@ __all__ = [
     "current_revision",
     "database_url",
     "insert_ignore",
+    "installation_gone",
     "make_engine",
     "migrate",
     "transaction",

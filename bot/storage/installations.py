@@ -5,10 +5,11 @@ from __future__ import annotations
 from datetime import datetime
 from typing import cast
 
-from sqlalchemy import BigInteger, String, Table
+from sqlalchemy import BigInteger, Engine, String, Table, select
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, utcnow
+from .engine import transaction
 
 
 class Installation(Base):
@@ -28,3 +29,15 @@ class Installation(Base):
 
 
 INSTALLATIONS = cast(Table, Installation.__table__)
+
+
+def installation_gone(engine: Engine, installation_id: int) -> str | None:
+    """Why the App must not act for ``installation_id`` ("uninstalled", "suspended"), as the
+    ``installation`` webhooks recorded it, or None (live, or never recorded): a job queued
+    before the App was removed asks GitHub for no token."""
+    with transaction(engine) as conn:
+        row = conn.execute(select(INSTALLATIONS.c.deleted, INSTALLATIONS.c.suspended).where(
+            INSTALLATIONS.c.id == installation_id)).first()
+    if row is None:
+        return None
+    return "uninstalled" if row.deleted else "suspended" if row.suspended else None
