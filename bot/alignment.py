@@ -170,6 +170,8 @@ class AlignmentJob:
             return {"skipped": SUPERSEDED}
         output = check_output(ctx)
         _complete(run, output)
+        log.info("check run %s for %s completed: %s", run.id, head_sha[:12],
+                 output.conclusion.value)
         runs.clear()  # completed: whatever fails from here on does not change its conclusion
         comment_id = _upsert_comment(pr, self.app.bot_login(), comment_body(ctx))
         return {"conclusion": output.conclusion.value, "check_run_id": run.id,

@@ -12,12 +12,13 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine
 
-from . import alignment, commands, reminders, trust
+from . import alignment, commands, logs, reminders, trust
 from .app import create_app
 from .github import ApiOptions, GitHubApp
+from .metrics import Metrics
 from .periodic import Periodic
 from .queue import SqlJobQueue
-from .sandbox import Containment, SandboxLimits, remove_stale
+from .sandbox import Containment, SandboxLimits, remove_stale, run_check
 from .settings import Settings
 from .storage import make_engine, migrate
 from .webhooks import WebhookRouter
@@ -33,6 +34,7 @@ class Service:
     worker: Worker
     github: GitHubApp
     reminder_pass: Periodic  # queues the due reminder sweeps
+    metrics: Metrics
 
 
 def build(settings: Settings) -> Service:
@@ -40,9 +42,10 @@ def build(settings: Settings) -> Service:
     engine = make_engine(settings.database_url)
     migrate(engine)
     queue = SqlJobQueue(engine)
+    metrics = Metrics(engine)
     github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
         base_url=settings.github_api_url, max_wait=settings.github_max_wait,
-        seconds_between_writes=settings.github_write_interval))
+        seconds_between_writes=settings.github_write_interval), observe=metrics.github_request)
     containment = sandbox_containment(settings, engine)
     removed = remove_stale(containment.base_dir)
     if removed:
@@ -51,7 +54,7 @@ def build(settings: Settings) -> Service:
         app=github, queue=queue,
         limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
                              memory_bytes=settings.sandbox_memory_bytes),
-        containment=containment,
+        containment=containment, sandbox=metrics.sandbox(run_check),
         gate=trust.TrustGate(engine, github))
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
@@ -59,10 +62,9 @@ def build(settings: Settings) -> Service:
                             reminders.JOB_KIND: sweep_job},
                     concurrency=settings.workers, retry=retry_policy(settings),
                     limits={reminders.JOB_KIND: reminders.SWEEPS_AT_ONCE})
-    router = WebhookRouter()
-    alignment.register(router)
-    commands.register(router)
-    app = create_app(settings, engine, router, on_enqueued=worker.notify)
+    metrics.instrument(worker.handlers)
+    app = create_app(settings, engine, webhook_router(), on_enqueued=worker.notify,
+                     metrics=metrics)
 
     def reminder_pass() -> None:
         if reminders.enqueue_due(engine, queue):
@@ -70,7 +72,16 @@ def build(settings: Settings) -> Service:
 
     timer = Periodic("reminder-pass", reminder_pass, reminders.PASS_INTERVAL,
                      reminders.FIRST_PASS_DELAY)
-    return Service(app=app, engine=engine, worker=worker, github=github, reminder_pass=timer)
+    return Service(app=app, engine=engine, worker=worker, github=github, reminder_pass=timer,
+                   metrics=metrics)
+
+
+def webhook_router() -> WebhookRouter:
+    """Every feature's webhook handlers: what the App subscribes to (``bot/manifest.py``)."""
+    router = WebhookRouter()
+    alignment.register(router)
+    commands.register(router)
+    return router
 
 
 def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
@@ -97,14 +108,13 @@ def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
 
 
 def serve(settings: Settings) -> None:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logs.configure(settings.log_format)
     service = build(settings)
     service.worker.start()
     service.reminder_pass.start()
     try:
         uvicorn.run(service.app, host=settings.host, port=settings.port, log_level="info",
-                    access_log=False)
+                    access_log=False, log_config=None)  # uvicorn's lines in our format
     finally:
         service.reminder_pass.stop(timeout=30)
         service.worker.stop(timeout=30)

@@ -16,6 +16,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.errors import describe, is_transient, retry_at
+from bot.logs import log_context, repository_of
 from bot.queue import JobQueue, JobRecord
 from bot.settings import Settings
 from bot.storage import utcnow
@@ -183,7 +184,9 @@ class Worker:
                 return False
             self._running[job.kind] += 1
         try:
-            self._run(job)
+            with log_context(delivery_id=job.delivery_id, job_id=job.id,
+                             repository=repository_of(job.payload)):
+                self._run(job)
         finally:
             with self._claiming:
                 self._running[job.kind] -= 1
