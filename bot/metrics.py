@@ -162,7 +162,7 @@ class Metrics:
 
     def serve_http(self, port: int, addr: str = "0.0.0.0") -> Any:
         """Serve this registry at ``http://addr:port/metrics`` from a thread of its own, for a
-        process without the web app (a worker)."""
+        process without the web app (a worker); returns (server, thread)."""
         from prometheus_client import start_http_server
 
         return start_http_server(port, addr, registry=self.registry)

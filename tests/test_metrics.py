@@ -209,3 +209,19 @@ def test_outcomes() -> None:
     assert sandbox_outcome(result(None, 3, "the engine stopped with exit status 3")) == "crash"
     assert job_outcome(None) == "done"
     assert job_outcome(ValueError("x")) == "failed"
+
+
+def test_a_process_without_the_web_app_serves_its_own_registry() -> None:
+    """What a worker process does: its registry on a port of its own."""
+    from bot.demo import free_port
+
+    metrics, port = Metrics(), free_port()
+    metrics.jobs.labels("align", "done").observe(1.5)
+    server, thread = metrics.serve_http(port, "127.0.0.1")
+    try:
+        found = samples(httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=10).text)
+    finally:
+        server.shutdown()
+        thread.join(timeout=5)
+    assert value(found, "alignbot_job_duration_seconds_count", kind="align", outcome="done") == 1
+    assert value(found, "alignbot_job_duration_seconds_sum", kind="align", outcome="done") == 1.5
