@@ -36,6 +36,7 @@ from bot.queue import JobRecord
 from bot.sandbox import SandboxResult
 from bot.storage import ACTIVE_STATES, JOBS, JobState, transaction, utcnow
 from bot.webhooks import DELIVERY_HEADER, EVENT_HEADER, SHAPES, Acceptance
+from bot.worker import JobSuperseded
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +80,7 @@ def job_outcome(error: BaseException | None) -> str:
     """done, superseded, rate_limited, transient (the worker retries it) or failed."""
     if error is None:
         return "done"
-    if type(error).__name__ == "JobSuperseded":
+    if isinstance(error, JobSuperseded):
         return "superseded"
     if getattr(error, "retry_at", None) is not None:
         return "rate_limited"

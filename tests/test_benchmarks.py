@@ -129,3 +129,13 @@ def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
     assert data["names_library"] <= data["names_either"] <= data["op_names"]
     assert data["names_opinfo"] <= data["names_either"]
     assert data["draw"]["drew_a_call"] == 1 and data["draw"]["failed"] == {}
+
+
+def test_metrics_scrape_times_a_scrape_over_a_filled_queue(tmp_path: Path) -> None:
+    out = tmp_path / "scrape.json"
+    subprocess.run([sys.executable, str(SCRIPT.with_name("metrics_scrape.py")), "--active",
+                    "30", "--finished", "30", "--repeat", "2", "--json", str(out)], check=True,
+                   capture_output=True)
+    data = json.loads(out.read_text())
+    assert data["active"] == 30 and data["scrape_ms"]["median"] > 0
+    assert data["bytes"] > 1000

@@ -16,11 +16,14 @@ from sqlalchemy import update
 
 from bot.api_routes import DOWNLOAD, ROUTES
 from bot.demo import _files, wait_for
+from bot.errors import TransientError
+from bot.github import RateLimited
 from bot.metrics import Metrics, delivery_outcome, job_outcome, sandbox_outcome
 from bot.queue import JobRequest, SqlJobQueue
 from bot.sandbox import SandboxResult
 from bot.storage import JOBS, make_engine, transaction, utcnow
 from bot.webhooks import Acceptance
+from bot.worker import JobSuperseded
 
 ROOT = Path(__file__).resolve().parent.parent
 # an op file changed, without the bug the example's pull request plants: the engine runs in
@@ -209,6 +212,9 @@ def test_outcomes() -> None:
     assert sandbox_outcome(result(None, 3, "the engine stopped with exit status 3")) == "crash"
     assert job_outcome(None) == "done"
     assert job_outcome(ValueError("x")) == "failed"
+    assert job_outcome(JobSuperseded("job 1 was superseded")) == "superseded"
+    assert job_outcome(TransientError("GitHub answered 502")) == "transient"
+    assert job_outcome(RateLimited("limit", utcnow())) == "rate_limited"
 
 
 def test_a_process_without_the_web_app_serves_its_own_registry() -> None:
