@@ -231,3 +231,25 @@ def test_a_process_without_the_web_app_serves_its_own_registry() -> None:
         thread.join(timeout=5)
     assert value(found, "alignbot_job_duration_seconds_count", kind="align", outcome="done") == 1
     assert value(found, "alignbot_job_duration_seconds_sum", kind="align", outcome="done") == 1.5
+
+
+def test_reminders_posted_by_a_sweep_job_are_counted(github_server: Any,
+                                                     tmp_path: Path) -> None:
+    from reminders_world import catalogued_world
+
+    from bot.reminders import JOB_KIND, enqueue_due
+    from bot.worker import Worker
+
+    world = catalogued_world(github_server, tmp_path)
+    queue, metrics = SqlJobQueue(world.engine), Metrics(world.engine)
+    assert enqueue_due(world.engine, queue, clock=world.clock, force=True)
+    worker = Worker(queue, {JOB_KIND: world.job()})
+    metrics.instrument(worker.handlers)
+    while worker.run_once(only_own=True):
+        pass
+    posted = [c for c in github_server.comments.values() if c.user.login == "alignbot[bot]"]
+    found = samples(metrics.exposition().decode())
+    assert posted and value(found, "alignbot_reminders_posted_total") == len(posted)
+    assert value(found, "alignbot_job_duration_seconds_count", kind=JOB_KIND,
+                 outcome="done") >= 1
+    assert value(found, "alignbot_queue_jobs", kind=JOB_KIND, state="queued") == 0
