@@ -11,7 +11,7 @@ import json
 import logging
 import re
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar, Token
 from datetime import UTC, datetime
@@ -33,10 +33,16 @@ _QUERY_SECRET = re.compile(r"([?&](?:token|access_token|client_secret|code|jwt)=
                            re.I)
 
 
+_secrets: list[str] = []  # the service's own, given to ``configure``
+
+
 def redact(text: str) -> str:
-    """``text`` without secrets: ``scrub``'s tokens, keys and secret settings, and URL queries'
-    credentials."""
-    return _QUERY_SECRET.sub(r"\1[redacted]", scrub(text))
+    """``text`` without secrets: ``scrub``'s tokens, keys and secret-named variables, URL
+    queries' credentials, and the secrets given to ``configure``."""
+    text = _QUERY_SECRET.sub(r"\1[redacted]", scrub(text))
+    for secret in _secrets:
+        text = text.replace(secret, "[redacted]")
+    return text
 
 
 def _clean(value: Any) -> str | None:
@@ -109,9 +115,15 @@ class TextFormatter(logging.Formatter):
         return redact(f"{text} [{ids}]" if ids else text)
 
 
-def configure(log_format: LogFormat = "text", level: int = logging.INFO) -> None:
+def configure(log_format: LogFormat = "text", level: int = logging.INFO,
+              secrets: Iterable[str] = ()) -> None:
     """The root logger writes ``log_format`` lines to stderr; warnings go through it too.
-    Uvicorn's loggers must propagate to it (``uvicorn.run(..., log_config=None)``)."""
+    Uvicorn's loggers must propagate to it (``uvicorn.run(..., log_config=None)``).
+    ``secrets`` (the webhook secrets, the private key) never appear, wherever they come from:
+    whole, and a key line by line."""
+    _secrets[:] = sorted({part.strip() for secret in secrets
+                          for part in (secret, *secret.splitlines()) if len(part.strip()) >= 8},
+                         key=len, reverse=True)
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
     root = logging.getLogger()

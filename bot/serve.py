@@ -108,7 +108,9 @@ def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
 
 
 def serve(settings: Settings) -> None:
-    logs.configure(settings.log_format)
+    logs.configure(settings.log_format, secrets=[
+        settings.private_key.get_secret_value(),
+        *(secret.get_secret_value() for secret in settings.webhook_secrets)])
     service = build(settings)
     service.worker.start()
     service.reminder_pass.start()

@@ -13,7 +13,14 @@ import pytest
 from service import OWNER, REPO, SECRET, Service, completed, open_pull
 
 from bot.demo import _files, wait_for
-from bot.logs import JsonFormatter, TextFormatter, current, log_context, redact
+from bot.logs import (
+    JsonFormatter,
+    TextFormatter,
+    configure,
+    current,
+    log_context,
+    redact,
+)
 from bot.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -65,6 +72,22 @@ def test_secrets_are_redacted_in_both_formats() -> None:
         assert token not in line and "Zq9sEcReT" not in line
         assert "token=[redacted]&n=1" in line
     assert redact("a plain line") == "a plain line"
+
+
+def test_the_secrets_given_are_redacted_whole_and_by_line() -> None:
+    key = "-----BEGIN KEY-----\nQUJDREVGR0hJSktMTU5PUA\nUVJTVFVWV1hZWmFiY2Q\n-----END KEY-----"
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:
+        configure("json", secrets=["webhook secret 1", key])
+        assert redact("signed with webhook secret 1") == "signed with [redacted]"
+        assert "UVJTVFVWV1hZWmFiY2Q" not in redact("a line of it: UVJTVFVWV1hZWmFiY2Q")
+        assert isinstance(root.handlers[-1].formatter, JsonFormatter)
+    finally:
+        configure("text")
+        root.handlers[:], root.level = handlers, level
+        logging.captureWarnings(False)
+        logging.getLogger("httpx").setLevel(logging.NOTSET)
 
 
 def test_context_is_set_inside_and_restored_after() -> None:
