@@ -9,7 +9,12 @@ alignment, trust, commands, reminders — imports another: ``tests/test_layers.p
 - ``queue.py``      the durable job queue behind a small interface (SQL now, Celery later)
 - ``jobs.py``       the kinds of job, named once (features queue each other's jobs by kind)
 - ``webhooks.py``   HMAC verification, delivery de-duplication, routing, enqueue, 2xx at once
-- ``app.py``        the FastAPI application (``POST /webhook``, ``GET /healthz``)
+- ``app.py``        the FastAPI application (``POST /webhook``, ``GET /healthz``,
+                    ``GET /metrics``)
+- ``metrics.py``    Prometheus metrics, a registry per App; the queue read at scrape time
+- ``logs.py``       JSON or text log lines with the delivery, job and repository ids
+- ``api_routes.py`` the GitHub routes the App calls and the permission each needs
+- ``manifest.py``   ``alignbot app-manifest``: the GitHub App manifest, from the code
 - ``worker.py``     the embedded worker that claims jobs and runs their handlers
 - ``errors.py``     the error taxonomy every job shares: transient or not, retry when
 - ``github.py``     GitHub App access through PyGithub: JWT, cached installation tokens,

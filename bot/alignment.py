@@ -203,6 +203,8 @@ class AlignmentJob:
             return {"skipped": reason}
         output = check_output(ctx)
         _complete(run, output)
+        log.info("check run %s for %s completed: %s", run.id, head_sha[:12],
+                 output.conclusion.value)
         runs.clear()  # completed: whatever fails from here on does not change its conclusion
         ensure_current()
         comment_id = _upsert_comment(pr, self.app.bot_login(), comment_body(ctx))

@@ -1,4 +1,5 @@
-"""The FastAPI application: ``POST /webhook`` (acknowledged at once) and ``GET /healthz``."""
+"""The FastAPI application: ``POST /webhook`` (acknowledged at once), ``GET /healthz`` and
+``GET /metrics`` (Prometheus, ``bot/metrics.py``)."""
 
 from __future__ import annotations
 
@@ -9,13 +10,14 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
+from bot.metrics import CONTENT_TYPE, Metrics
 from bot.settings import Settings
 from bot.storage import transaction
 from bot.webhooks import Acceptance, DeliveryStore, SqlDeliveryStore, WebhookRouter, accept
@@ -31,6 +33,7 @@ def create_app(
     store: DeliveryStore | None = None,
     on_enqueued: Callable[[], None] | None = None,
     freeze_gc: bool = True,
+    metrics: Metrics | None = None,
 ) -> FastAPI:
     """The webhook service. It only verifies, records and enqueues; workers do the work.
 
@@ -39,8 +42,11 @@ def create_app(
     move everything built so far out of the garbage collector's reach (``gc.freeze()``); a full
     collection over FastAPI's, pydantic's and SQLAlchemy's objects otherwise pauses every
     request for 50-100 ms now and then. Tests that start many apps in one process turn it off.
+    ``metrics``: where deliveries are counted and what ``/metrics`` serves (``app.state``
+    keeps it); by default a registry of this app's own.
     """
     store = store or SqlDeliveryStore(engine)
+    metrics = metrics or Metrics(engine)
     secrets = settings.webhook_secret_bytes()
     limit = settings.max_body_bytes
 
@@ -53,20 +59,29 @@ def create_app(
     app = FastAPI(
         title="alignbot", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
     )
+    app.state.metrics = metrics
 
     @app.post("/webhook")
     async def webhook(request: Request) -> JSONResponse:
+        headers = dict(request.headers)
         body = await read_body(request, limit)
         if isinstance(body, Acceptance):
+            metrics.delivery(headers, body)
             return _respond(body)
         # Verification (HMAC over up to 25 MiB) and the database write leave the event loop.
         result = await run_in_threadpool(
-            accept, store, router, dict(request.headers), body,
+            accept, store, router, headers, body,
             secrets=secrets, max_body_bytes=limit,
         )
+        metrics.delivery(headers, result)
         if result.job_ids and on_enqueued is not None:
             on_enqueued()
         return _respond(result)
+
+    @app.get("/metrics")
+    async def prometheus() -> Response:
+        # the queue's gauges read the database: off the event loop
+        return Response(await run_in_threadpool(metrics.exposition), media_type=CONTENT_TYPE)
 
     @app.get("/healthz")
     async def healthz() -> JSONResponse:

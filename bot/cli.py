@@ -66,6 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
     schema = commands.add_parser("config-schema",
                                  help="print the JSON schema of .github/alignbot.yml")
     schema.set_defaults(func=cmd_config_schema)
+
+    manifest = commands.add_parser("app-manifest", help="print the GitHub App manifest (JSON) "
+                                   "to register the App in one step")
+    manifest.add_argument("--url", required=True, help="the service's public base URL; "
+                          "webhooks go to URL/webhook")
+    manifest.add_argument("--name", default="alignbot", help="the App's name (default alignbot)")
+    manifest.add_argument("--redirect-url", help="where GitHub sends the browser after "
+                          "registration (default: --url)")
+    manifest.add_argument("--public", action="store_true",
+                          help="let any account install it (default: only the owner's)")
+    manifest.set_defaults(func=cmd_app_manifest)
     return parser
 
 
@@ -134,6 +145,20 @@ def cmd_config_schema(args: argparse.Namespace) -> int:
         from bot.config import config_schema
 
     print(json.dumps(config_schema(), indent=2, sort_keys=True))
+    return 0
+
+
+def cmd_app_manifest(args: argparse.Namespace) -> int:
+    with app_dependencies("app-manifest"):
+        from bot.manifest import ManifestError, build_manifest
+        from bot.serve import webhook_router
+
+    try:
+        manifest = build_manifest(webhook_router(), args.url, name=args.name,
+                                  redirect_url=args.redirect_url, public=args.public)
+    except ManifestError as exc:
+        raise UsageError(str(exc)) from exc
+    print(json.dumps(manifest, indent=2))
     return 0
 
 

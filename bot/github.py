@@ -3,14 +3,16 @@ retries, and one API base URL setting for github.com, GitHub Enterprise Server a
 
 from __future__ import annotations
 
+import logging
 import math
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import requests
@@ -26,6 +28,7 @@ from github.GithubException import RateLimitExceededExceedsMaxWait, RateLimitExc
 from github.Repository import Repository
 from urllib3.util.retry import Retry
 
+from .api_routes import DOWNLOAD
 from .errors import TransientError
 
 # Refresh an installation token this long before GitHub says it expires.
@@ -207,16 +210,61 @@ def transient_failures(app: GitHubApp, installation_id: int) -> Iterator[None]:
         raise TransientError(f"GitHub did not answer a download: {exc!r}") from exc
 
 
-class GitHubApp:
-    """One app; hands out PyGithub clients per installation. Thread-safe."""
+# (method, path relative to the API base with its query, status or 0 when no answer came,
+# the answer's headers with lower-case names): told of every request the App sends to GitHub.
+RequestObserver = Callable[[str, str, int, Mapping[str, str]], None]
 
-    def __init__(self, app_id: int, private_key: str, options: ApiOptions | None = None) -> None:
+
+def observe_requests(requester: Any, observe: RequestObserver, prefix: str = "") -> None:
+    """Tell ``observe`` of every request PyGithub's ``requester`` sends, retries included in
+    one: its connections are made of a subclass of its own connection class that reports
+    each answer. ``prefix`` (the API base URL's path, ``/api/v3`` on GitHub Enterprise
+    Server) is taken off the paths."""
+    attribute = "_Requester__connectionClass"  # per requester; the class-level hook is global
+    base = getattr(requester, attribute)
+    if getattr(base, "observe", None) is observe:
+        return
+
+    class Observed(base):  # type: ignore[misc, valid-type]
+        def getresponse(self) -> Any:
+            path = self.url.removeprefix(prefix) if prefix else self.url
+            try:
+                response = super().getresponse()
+            except Exception:
+                _tell(observe, self.verb, path, 0, {})
+                raise
+            _tell(observe, self.verb, path, response.status,
+                  {key.lower(): value for key, value in response.getheaders()})
+            return response
+
+    Observed.observe = observe
+    setattr(requester, attribute, Observed)
+
+
+def _tell(observe: RequestObserver, method: str, path: str, status: int,
+          headers: Mapping[str, str]) -> None:
+    try:
+        observe(method, path, status, headers)
+    except Exception:  # counting must never fail a request
+        logging.getLogger(__name__).exception("a request observer failed")
+
+
+class GitHubApp:
+    """One app; hands out PyGithub clients per installation. Thread-safe. ``observe``, when
+    given, is told of every request (``RequestObserver``)."""
+
+    def __init__(self, app_id: int, private_key: str, options: ApiOptions | None = None,
+                 observe: RequestObserver | None = None) -> None:
         self.options = options or ApiOptions()
+        self.observe = observe
+        self._prefix = urlsplit(self.options.base_url).path.rstrip("/")
         self._auth = Auth.AppAuth(app_id, private_key)
         self._integration = GithubIntegration(
             auth=self._auth, base_url=self.options.base_url, retry=make_retry(self.options),
             timeout=self.options.timeout, seconds_between_requests=None,
             seconds_between_writes=None)
+        if observe is not None:
+            observe_requests(self._integration.requester, observe, self._prefix)
         self._tokens: dict[int, tuple[str, datetime]] = {}
         self._lock = threading.Lock()
         self._login: str | None = None
@@ -243,11 +291,14 @@ class GitHubApp:
             self._tokens.pop(installation_id, None)
 
     def client(self, installation_id: int) -> Github:
-        return Github(auth=Auth.Token(self.installation_token(installation_id)),
-                      base_url=self.options.base_url, retry=make_retry(self.options),
-                      timeout=self.options.timeout, per_page=100,
-                      seconds_between_requests=self.options.seconds_between_requests or None,
-                      seconds_between_writes=self.options.seconds_between_writes or None)
+        gh = Github(auth=Auth.Token(self.installation_token(installation_id)),
+                    base_url=self.options.base_url, retry=make_retry(self.options),
+                    timeout=self.options.timeout, per_page=100,
+                    seconds_between_requests=self.options.seconds_between_requests or None,
+                    seconds_between_writes=self.options.seconds_between_writes or None)
+        if self.observe is not None:
+            observe_requests(gh.requester, self.observe, self._prefix)
+        return gh
 
     def bot_login(self) -> str:
         """``<app slug>[bot]``: the author of the app's own comments."""
@@ -261,6 +312,8 @@ class GitHubApp:
         chunks, size = [], 0
         with httpx.stream("GET", url, headers=headers, follow_redirects=True,
                           timeout=self.options.timeout) as response:
+            if self.observe is not None:
+                _tell(self.observe, "GET", DOWNLOAD, response.status_code, response.headers)
             if response.is_error:
                 response.read()  # the error's body (a rate limit's message), then raise
             response.raise_for_status()

@@ -23,13 +23,14 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine, make_url
 
-from . import alignment, commands, reminders, trust
+from . import alignment, commands, logs, reminders, trust
 from .app import create_app
 from .github import ApiOptions, GitHubApp
 from .lease import Lease, default_owner
+from .metrics import Metrics
 from .periodic import Periodic
 from .queue import SqlJobQueue
-from .sandbox import Containment, SandboxLimits, remove_stale
+from .sandbox import Containment, SandboxLimits, remove_stale, run_check
 from .settings import Settings
 from .storage import make_engine, migrate
 from .webhooks import WebhookRouter
@@ -67,6 +68,7 @@ class Service:
     worker: Worker
     github: GitHubApp
     reminder_pass: Periodic  # queues the due reminder sweeps
+    metrics: Metrics
 
 
 def _database(settings: Settings) -> tuple[Engine, SqlJobQueue]:
@@ -75,7 +77,8 @@ def _database(settings: Settings) -> tuple[Engine, SqlJobQueue]:
     return engine, SqlJobQueue(engine, lease=settings.job_lease_seconds)
 
 
-def _router() -> WebhookRouter:
+def webhook_router() -> WebhookRouter:
+    """Every feature's webhook handlers: what the App subscribes to (``bot/manifest.py``)."""
     router = WebhookRouter()
     alignment.register(router)
     commands.register(router)
@@ -86,25 +89,28 @@ def build(settings: Settings) -> Service:
     """The whole App in one process (``Role.ALL``); nothing starts until ``worker.start()``
     and the HTTP server run."""
     engine, queue = _database(settings)
-    worker, timer, github = build_worker(settings, engine, queue)
-    app = create_app(settings, engine, _router(), on_enqueued=worker.notify)
-    return Service(app=app, engine=engine, worker=worker, github=github, reminder_pass=timer)
+    metrics = Metrics(engine)
+    worker, timer, github = build_worker(settings, engine, queue, metrics)
+    app = create_app(settings, engine, webhook_router(), on_enqueued=worker.notify,
+                     metrics=metrics)
+    return Service(app=app, engine=engine, worker=worker, github=github, reminder_pass=timer,
+                   metrics=metrics)
 
 
 def build_web(settings: Settings) -> FastAPI:
     """The webhook service alone (``Role.WEB``): it records and queues; workers elsewhere run
-    the jobs."""
+    the jobs. Its ``/metrics`` has the deliveries and the shared queue."""
     engine, _ = _database(settings)
-    return create_app(settings, engine, _router())
+    return create_app(settings, engine, webhook_router(), metrics=Metrics(engine))
 
 
-def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue
+def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics: Metrics
                  ) -> tuple[Worker, Periodic, GitHubApp]:
     """The worker with every job's handler, and the timer that queues the due reminder
     sweeps while this process holds the ``reminder-pass`` lease."""
     github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
         base_url=settings.github_api_url, max_wait=settings.github_max_wait,
-        seconds_between_writes=settings.github_write_interval))
+        seconds_between_writes=settings.github_write_interval), observe=metrics.github_request)
     containment = sandbox_containment(settings, engine)
     removed = remove_stale(containment.base_dir)
     if removed:
@@ -113,7 +119,7 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue
         app=github, queue=queue,
         limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
                              memory_bytes=settings.sandbox_memory_bytes),
-        containment=containment,
+        containment=containment, sandbox=metrics.sandbox(run_check),
         gate=trust.TrustGate(engine, github), engine=engine)
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
@@ -127,6 +133,7 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue
     # held from pass to pass by one process; another takes it over two passes after it died
     timer_lease = Lease(engine, default_owner(), name=REMINDER_LEASE,
                         ttl=timedelta(seconds=2 * reminders.PASS_INTERVAL))
+    metrics.instrument(worker.handlers)
 
     def reminder_pass() -> None:
         if timer_lease.acquire() and reminders.enqueue_due(engine, queue):
@@ -160,24 +167,25 @@ def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
                        expose=tuple(settings.sandbox_interpreters), base_dir=base_dir)
 
 
-def _logging() -> None:
-    logging.basicConfig(level=logging.INFO,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+def _logging(settings: Settings) -> None:
+    logs.configure(settings.log_format, secrets=[
+        settings.private_key.get_secret_value(),
+        *(secret.get_secret_value() for secret in settings.webhook_secrets)])
 
 
 def serve(settings: Settings, *, worker: bool = True) -> None:
     """``alignbot serve``: the whole App, or with ``worker=False`` the webhooks only."""
-    _logging()
+    _logging(settings)
     if not worker:
         uvicorn.run(build_web(settings), host=settings.host, port=settings.port,
-                    log_level="info", access_log=False)
+                    log_level="info", access_log=False, log_config=None)
         return
     service = build(settings)
     service.worker.start()
     service.reminder_pass.start()
     try:
         uvicorn.run(service.app, host=settings.host, port=settings.port, log_level="info",
-                    access_log=False)
+                    access_log=False, log_config=None)  # uvicorn's lines in our format
     finally:
         service.reminder_pass.stop(timeout=30)
         service.worker.stop(timeout=30)
@@ -187,13 +195,16 @@ def work(settings: Settings, stop: threading.Event | None = None) -> None:
     """``alignbot worker``: run jobs and the reminder timer until SIGTERM or SIGINT (or
     ``stop``), then finish the running jobs for up to 30 s; one left running then is
     reclaimed by another worker once its lease expires."""
-    _logging()
+    _logging(settings)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
     engine, queue = _database(settings)
-    worker, timer, _ = build_worker(settings, engine, queue)
+    metrics = Metrics(engine)
+    worker, timer, _ = build_worker(settings, engine, queue, metrics)
+    if settings.metrics_port is not None:
+        metrics.serve_http(settings.metrics_port, settings.host)
     worker.start()
     timer.start()
     log.info("worker %s started: %d thread(s), job lease %g s", worker.name,

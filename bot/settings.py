@@ -6,7 +6,7 @@ import os
 from collections.abc import Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import (
@@ -63,6 +63,12 @@ class Settings(BaseSettings):
     host: str = Field(default="127.0.0.1", min_length=1, description="the address to listen on")
     port: int = Field(default=8080, ge=0, le=65535, description="a TCP port from 0 to 65535")
     workers: int = Field(default=1, ge=1, le=64, description="a number of worker threads, 1 to 64")
+    metrics_port: int | None = Field(
+        default=None, ge=1, le=65535,
+        description="the port an `alignbot worker` serves its /metrics on (on host); "
+                    "unset: none (the web process serves /metrics on its own port)")
+    log_format: Literal["json", "text"] = Field(
+        default="text", description="json (one object a line) or text")
     job_timeout_seconds: float = Field(
         default=900, gt=0, description="a positive number of seconds"
     )

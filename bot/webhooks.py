@@ -16,6 +16,7 @@ from urllib.parse import parse_qs
 from sqlalchemy import Connection, Engine, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from bot.logs import log_context, repository_of
 from bot.queue import JobRequest, SqlJobQueue
 from bot.storage import DELIVERIES, INSTALLATIONS, transaction, upsert, utcnow
 
@@ -225,6 +226,11 @@ class WebhookRouter:
         for event, by_action in other._handlers.items():
             for action, handlers in by_action.items():
                 self._handlers[event][action].extend(handlers)
+
+    def events(self) -> list[str]:
+        """The events some handler is registered for (what the App subscribes to)."""
+        return sorted(event for event, by_action in self._handlers.items()
+                      if any(by_action.values()))
 
     def handlers(self, event: Event) -> list[Handler]:
         by_action = self._handlers.get(event.name, {})
@@ -459,7 +465,8 @@ def accept(
     if payload is None:
         return Acceptance.error(400, "the body is not a JSON object")
     event = Event(name, _text(payload.get("action"), MAX_NAME_LENGTH), delivery_id, payload)
-    return _record(store, router, event)
+    with log_context(delivery_id=delivery_id, repository=repository_of(payload)):
+        return _record(store, router, event)
 
 
 def _record(store: DeliveryStore, router: WebhookRouter, event: Event) -> Acceptance:
@@ -474,8 +481,9 @@ def _record(store: DeliveryStore, router: WebhookRouter, event: Event) -> Accept
     if job_ids is None:
         log.info("delivery %s (%s): duplicate, ignored", event.delivery_id, event.qualified_name)
         return Acceptance(200, {"status": "duplicate"})
-    log.info("delivery %s (%s): %d job(s) %s",
-             event.delivery_id, event.qualified_name, len(job_ids), job_ids)
+    with log_context(job_id=job_ids[0] if len(job_ids) == 1 else None):
+        log.info("delivery %s (%s): %d job(s) %s",
+                 event.delivery_id, event.qualified_name, len(job_ids), job_ids)
     if job_ids:
         return Acceptance(202, {"status": "queued", "jobs": len(job_ids)}, tuple(job_ids))
     if event.name == "ping":

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from bot.errors import describe, is_transient, retry_at
+from bot.logs import log_context, repository_of
 from bot.periodic import Periodic
 from bot.queue import JobQueue, JobRecord, JobState
 from bot.settings import Settings
@@ -254,7 +255,9 @@ class Worker:
                 return False
             self._running[job.kind] += 1
         try:
-            self._run(job, worker_id or f"{self.name}/once")
+            with log_context(delivery_id=job.delivery_id, job_id=job.id,
+                             repository=repository_of(job.payload)):
+                self._run(job, worker_id or f"{self.name}/once")
         finally:
             with self._claiming:
                 self._running[job.kind] -= 1

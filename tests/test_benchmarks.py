@@ -141,3 +141,13 @@ def test_workers_benchmark_times_checks_and_acknowledgements(postgres_url: str,
     (row,) = json.loads(out.read_text())
     assert row["workers"] == 1 and row["checks"] == 2 and row["checks_per_minute"] > 0
     assert row["probes"] > 0 and row["probe_failures"] == 0 and row["ack_p99_ms"] > 0
+
+
+def test_metrics_scrape_times_a_scrape_over_a_filled_queue(tmp_path: Path) -> None:
+    out = tmp_path / "scrape.json"
+    subprocess.run([sys.executable, str(SCRIPT.with_name("metrics_scrape.py")), "--active",
+                    "30", "--finished", "30", "--repeat", "2", "--json", str(out)], check=True,
+                   capture_output=True)
+    data = json.loads(out.read_text())
+    assert data["active"] == 30 and data["scrape_ms"]["median"] > 0
+    assert data["bytes"] > 1000
