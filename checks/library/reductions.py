@@ -170,7 +170,7 @@ def matrix_norms(torch: Any) -> Any:
     ord_ = oneof(2, "fro", "nuc", -2, 1, -1, float("inf")) | nothing()
     keepdim = random_bool() | nothing()
     return choose(
-        lambda: torch.linalg.norm(x.flatten(0, -2), ord_),
+        lambda: torch.linalg.norm(x.flatten(0, -2), ord=ord_),
         lambda: torch.linalg.norm(x, ord=ord_, dim=(-2, -1), keepdim=keepdim),
         lambda: torch.linalg.matrix_norm(x, ord=ord_, keepdim=keepdim),
     )()
