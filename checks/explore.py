@@ -15,6 +15,7 @@ from .choice_points import ChoicePoint, Key
 
 Pair = tuple[Key, int, Key, int]
 TRIES = 3
+MAX_MISSED = 100  # labels a spec's summary names; the counts still say how many
 
 
 @dataclass
@@ -95,6 +96,7 @@ class Explorer:
             result.drawn += len(self.drawn[key])
             result.missed += [self.labels[key].label(a) for a in range(count)
                               if a not in self.drawn[key]]
+        del result.missed[MAX_MISSED:]
         return result
 
     def _rank(self, item: tuple[Key, int]) -> int:
