@@ -65,6 +65,7 @@ class ChoicePoint:
     occurrence: int
     alternatives: tuple[str, ...]
     picked: int
+    position: int  # of its choice in the draw's choices
 
     @property
     def key(self) -> Key:

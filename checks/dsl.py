@@ -64,6 +64,7 @@ class DrawContext:
         self.memo: dict[int, tuple[Generator, Any]] = {}
         self.tracer: Any = None
         self.steer: dict[Key, int] = {}
+        self.path: list[int | float] = []  # choices to make again after the program seed
         self.points: list[ChoicePoint] = []  # the choice points of this draw, in order
         self._occurrences: dict[Site, int] = {}
 
@@ -83,9 +84,20 @@ class DrawContext:
             recorded = self._next_recorded()
             value = low if recorded is None else min(max(int(recorded), low), high)
         else:
+            if forced is None:
+                forced = self._on_path(low, high, int)
             value = int(self._data.draw_integer(low, high, forced=forced))
         self.choices.append(value)
         return value
+
+    def _on_path(self, low: float, high: float, kind: type) -> Any:
+        """The choice the steering's path names for this position, if it still fits."""
+        index = len(self.choices) - 1
+        if 0 <= index < len(self.path):
+            value = self.path[index]
+            if type(value) is kind and low <= value <= high:
+                return value
+        return None
 
     def draw_alternative(self, site: Site, alternatives: Sequence[str], spread: int = 0) -> int:
         """Which of ``alternatives`` a choice point picks. The recorded choice is in
@@ -98,9 +110,11 @@ class DrawContext:
         forced = None
         if wanted is not None and wanted < count:
             forced = wanted + spread if wanted else 0
+        position = len(self.choices)
         picked = max(0, self.draw_int(0, count - 1 + spread, forced) - spread)
         if count > 1:
-            self.points.append(ChoicePoint(site, occurrence, tuple(alternatives), picked))
+            self.points.append(ChoicePoint(site, occurrence, tuple(alternatives), picked,
+                                           position))
         return picked
 
     def draw_float(self, low: float, high: float) -> float:
@@ -110,7 +124,8 @@ class DrawContext:
             recorded = self._next_recorded()
             value = low if recorded is None else min(max(float(recorded), low), high)
         else:
-            value = float(self._data.draw_float(low, high, allow_nan=False))
+            value = float(self._data.draw_float(low, high, allow_nan=False,
+                                                forced=self._on_path(low, high, float)))
         self.choices.append(value)
         return value
 

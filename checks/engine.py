@@ -69,7 +69,8 @@ def trace_program(spec: Spec, ctx: DrawContext,
 
     program_seed = ctx.draw_int(0, 2**31 - 1)
     if explorer is not None:
-        ctx.steer = explorer.steering(program_seed)
+        steering = explorer.steering(program_seed)
+        ctx.steer, ctx.path = steering.plan, steering.path
     seed_reference(torch, program_seed)
     tracer = Tracer(torch, ctx)
     with ctx:
@@ -89,7 +90,7 @@ def trace_program(spec: Spec, ctx: DrawContext,
                         "choices": list(ctx.choices), "nodes": tracer.nodes, "backward": plan,
                         "expect_raise": spec.raises}
     if explorer is not None:
-        explorer.record(ctx.points)
+        explorer.record(ctx.points, ctx.choices)
     return program, tracer.observations
 
 

@@ -14,8 +14,18 @@ from itertools import combinations
 from .choice_points import ChoicePoint, Key
 
 Pair = tuple[Key, int, Key, int]
-TRIES = 3
+Choice = int | float
+TRIES = 2  # draws steered by the picks before a point, then one by the whole path to it
 MAX_MISSED = 100  # labels a spec's summary names; the counts still say how many
+
+
+@dataclass
+class Steering:
+    """What one draw must pick: alternatives by choice point, and ``path``, the choices that
+    follow the program seed (sizes, values, picks) replayed as they were."""
+
+    plan: dict[Key, int] = field(default_factory=dict)
+    path: list[Choice] = field(default_factory=list)
 
 
 @dataclass
@@ -35,7 +45,9 @@ class Explorer:
     Phases, each draw in the first that still has work: (1) every alternative of every
     choice point seen so far: a point still missing some is forced to the first it misses,
     together with the picks that came before it in the draw where it was last seen (a point
-    that only exists behind another's alternative needs that alternative again); (2) pairs of
+    that only exists behind another's alternative needs that alternative again); after
+    ``TRIES`` such draws without it, one draw replays the whole path of choices that led to
+    it (a point may hide behind a drawn size, not a pick); (2) pairs of
     alternatives of points that occur together, chosen greedily point by point, while the
     draw is in the first three quarters of ``n``; (3) free draws. A draw is steered only when
     its program seed is new: Hypothesis' data tree allows a forced choice only where no
@@ -54,22 +66,26 @@ class Explorer:
         self.labels: dict[Key, ChoicePoint] = {}
         self.drawn: dict[Key, set[int]] = {}
         self.context: dict[Key, dict[Key, int]] = {}
+        self.paths: dict[Key, list[Choice]] = {}
         self.together: set[tuple[Key, Key]] = set()
         self.pairs: set[Pair] = set()
         self.seeds: set[int] = set()
 
-    def steering(self, program_seed: int) -> dict[Key, int]:
-        """The alternatives the draw with this program seed must pick."""
+    def steering(self, program_seed: int) -> Steering:
+        """What the draw with this program seed must pick."""
         if program_seed in self.seeds or not self.steer:
-            return {}
+            return Steering()
         self.seeds.add(program_seed)
         plan = self._cover_alternatives()
-        if not plan and self.draws < self.n * 3 // 4:
-            plan = self._cover_pairs()
-        return plan
+        if plan:
+            return Steering(plan)
+        steering = self._follow_path()
+        if steering is None and self.draws < self.n * 3 // 4:
+            return Steering(self._cover_pairs())
+        return steering or Steering()
 
-    def record(self, points: list[ChoicePoint]) -> None:
-        """The choice points one draw made, in the order it made them."""
+    def record(self, points: list[ChoicePoint], choices: list[Choice]) -> None:
+        """The choice points one draw made, in the order it made them, and its choices."""
         self.draws += 1
         before: dict[Key, int] = {}
         for point in points:
@@ -83,6 +99,7 @@ class Explorer:
             if len(point.alternatives) == len(self.alternatives[key]):
                 self.drawn[key].add(point.picked)
             self.context[key] = dict(before)
+            self.paths[key] = list(choices[1:point.position])
             before[key] = point.picked
         for (a, x), (b, y) in combinations(sorted(before.items(), key=self._rank), 2):
             self.together.add((a, b))
@@ -102,11 +119,19 @@ class Explorer:
     def _rank(self, item: tuple[Key, int]) -> int:
         return self.rank[item[0]]
 
-    def _missing(self, key: Key) -> list[int]:
-        """Alternatives not drawn yet and not given up on: one steered to ``TRIES`` times
-        without being drawn hides behind something steering cannot reach (a drawn size)."""
+    def _missing(self, key: Key, tries: int = TRIES) -> list[int]:
+        """Alternatives not drawn yet, steered to fewer than ``tries`` times."""
         return [a for a in range(len(self.alternatives[key]))
-                if a not in self.drawn[key] and self.tries.get((key, a), 0) < TRIES]
+                if a not in self.drawn[key] and self.tries.get((key, a), 0) < tries]
+
+    def _follow_path(self) -> Steering | None:
+        """The first alternative that its picks did not bring back, by its whole path."""
+        for key in self.order:
+            missing = self._missing(key, TRIES + 1)
+            if missing:
+                self.tries[(key, missing[0])] = TRIES + 1
+                return Steering({key: missing[0]}, self.paths[key])
+        return None
 
     def _cover_alternatives(self) -> dict[Key, int]:
         plan: dict[Key, int] = {}
