@@ -129,3 +129,14 @@ def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
     assert data["names_library"] <= data["names_either"] <= data["op_names"]
     assert data["names_opinfo"] <= data["names_either"]
     assert data["draw"]["drew_a_call"] == 1 and data["draw"]["failed"] == {}
+
+
+def test_exploration_counts_what_free_and_steered_draws_exercise(tmp_path: Path) -> None:
+    out = tmp_path / "exploration.json"
+    subprocess.run([sys.executable, str(SCRIPT.with_name("exploration.py")), "--specs",
+                    "reductions.var_std", "--json", str(out)], check=True, capture_output=True)
+    data = json.loads(out.read_text())
+    free, steered = data["free"], data["steered"]
+    assert data["specs"] == 1 and free["failed"] == steered["failed"] == {}
+    assert free["drawn"] < free["seen"] and steered["drawn"] == steered["seen"]
+    assert steered["specs_missing"] == 0 and list(free["missed"]) == ["reductions.var_std"]

@@ -8,7 +8,7 @@ from typing import Any
 
 from hypothesis.internal.conjecture.data import ConjectureData
 
-from checks import nothing, oneof, random_bool, random_dtype, random_tensor
+from checks import nothing, oneof, random, random_bool, random_dtype, random_tensor
 from checks.dsl import DrawContext, resolve
 from checks.engine import check, draw_programs, trace_program
 from checks.explore import Explorer
@@ -136,3 +136,14 @@ def test_sites_are_where_generators_were_created_and_count_occurrences() -> None
                       f"test_explore.py:{line + 3}#2 oneof[0]",
                       f"test_explore.py:{line + 3}#3 oneof[0]",
                       f"test_explore.py:{line + 4} choose[0]"]
+
+
+def test_a_point_behind_a_drawn_size_is_reached_by_its_path() -> None:
+    def fn(torch: Any) -> Any:
+        x = random_tensor(ndim=1)
+        if int(random(0, 40)) == 0:  # only the simplest draw takes this
+            return x * resolve(oneof(1.0, 2.0, 3.0))
+        return x
+
+    _, summary = _draw(fn, n=8)
+    assert (summary.seen, summary.drawn) == (3, 3)
