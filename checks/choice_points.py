@@ -76,7 +76,7 @@ class ChoicePoint:
         the alternative's name."""
         text = (f"{self.site.label(self.occurrence)} "
                 f"{self.site.kind}[{self.alternatives[alternative]}]")
-        return _UNSAFE.sub("?", text)[:MAX_LABEL]
+        return _UNSAFE.sub("_", text)[:MAX_LABEL]
 
 
 # A label may name a spec file of an untrusted repository: nothing in it can format Markdown.

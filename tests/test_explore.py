@@ -147,3 +147,13 @@ def test_a_point_behind_a_drawn_size_is_reached_by_its_path() -> None:
 
     _, summary = _draw(fn, n=8)
     assert (summary.seen, summary.drawn) == (3, 3)
+
+
+def test_a_label_from_a_hostile_file_name_is_plain_text_the_app_accepts() -> None:
+    from bot.engine_report import SpecExploration
+    from checks.choice_points import ChoicePoint, Site
+
+    point = ChoicePoint(Site("/repo/x](http://evil)`<b>.py", 3, "oneof"), 1, ("0", "1"), 0, 5)
+    label = point.label(1)
+    assert label == "evil___b_.py:3#2 oneof[1]"
+    SpecExploration(spec="t.x", seen=2, drawn=1, missed=[label])
