@@ -49,9 +49,10 @@ class DrawContext:
     """Source of every choice in one draw; logs them so the draw can be replayed exactly.
 
     ``steer`` (set while generating, from :mod:`checks.explore`) names the alternative some
-    choice points must pick in this draw. A steered pick is drawn from Hypothesis with
-    ``forced=``, so it is an ordinary recorded choice: replaying or shrinking ``choices``
-    rebuilds the same program without any steering.
+    choice points must pick in this draw, and ``path`` the choices to make again after the
+    program seed. A steered choice is drawn from Hypothesis with ``forced=``, so it is an
+    ordinary recorded choice: replaying or shrinking ``choices`` rebuilds the same program
+    without any steering.
     """
 
     def __init__(self, data: Any = None, choices: Sequence[int | float] | None = None) -> None:
