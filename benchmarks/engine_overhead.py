@@ -353,10 +353,11 @@ def time_draws(specs: Sequence[Spec], n: int, seed: int, repeat: int) -> tuple[f
     overheads, traces = [], []
     spent, drawn = [0.0], [0]
 
-    def timed_trace(spec: Spec, ctx: DrawContext) -> tuple[Program, Observations]:
+    def timed_trace(spec: Spec, ctx: DrawContext,
+                    explorer: Any = None) -> tuple[Program, Observations]:
         start = time.perf_counter()
         try:
-            return trace(spec, ctx)
+            return trace(spec, ctx, explorer)
         finally:
             spent[0] += time.perf_counter() - start
             drawn[0] += 1

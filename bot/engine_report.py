@@ -4,7 +4,7 @@ The report's shape is defined once, by the engine, in ``checks/report_types.py``
 are the same keys and types with the limits untrusted input needs (lengths, counts, patterns),
 and ``tests/test_engine_report.py`` fails on any key, optionality or type that differs. A few
 keys the engine always writes are optional here: job results stored by earlier versions lack
-them (``complete``, ``signature``, ``examples``, ``oracles``)."""
+them (``complete``, ``signature``, ``examples``, ``oracles``, ``exploration``)."""
 
 from __future__ import annotations
 
@@ -28,12 +28,15 @@ MAX_COUNT = 10**9
 MAX_SEED = 2**63 - 1
 MAX_EXAMPLES = 5
 MAX_UPSTREAM = 100  # calls of one drawn program
+MAX_MISSED = 100  # never-drawn alternatives a spec names (checks/explore.py)
 
 Name = Annotated[str, StringConstraints(max_length=300)]  # a spec, op, observation or node
 Line = Annotated[str, StringConstraints(max_length=10_000)]  # a reason, claim or title
 Message = Annotated[str, StringConstraints(max_length=100_000)]
 Script = Annotated[str, StringConstraints(max_length=1_000_000)]  # a repro, its output, a draft
 Example = Annotated[str, StringConstraints(max_length=2_000)]  # one merged draw's message
+# a choice point's alternative (checks/choice_points.py): nothing that could format Markdown
+Label = Annotated[str, StringConstraints(max_length=120, pattern=r"^[A-Za-z0-9_.:#\[\] -]*$")]
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{12}$")]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 _TRACKER = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
@@ -118,6 +121,15 @@ class EngineFinding(_Strict):
     downstream_of: list[Upstream] | None = Field(default=None, max_length=MAX_UPSTREAM)
 
 
+class SpecExploration(_Strict):
+    """What one spec's draws exercised: choice-point alternatives seen, drawn, never drawn."""
+
+    spec: Name
+    seen: Count
+    drawn: Count
+    missed: list[Label] = Field(max_length=MAX_MISSED)
+
+
 class EngineReport(_Strict):
     """The whole report, as checks/report.py ``to_json`` writes it."""
 
@@ -130,6 +142,7 @@ class EngineReport(_Strict):
     programs_run: Count
     complete: bool = True  # False: the run was interrupted, findings so far
     findings: list[EngineFinding] = Field(max_length=MAX_FINDINGS)
+    exploration: list[SpecExploration] | None = Field(default=None, max_length=MAX_SPECS)
 
     def dump(self) -> dict[str, Any]:
         """JSON data for the job's result (read again by ``latest_report``)."""

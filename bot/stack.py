@@ -37,6 +37,7 @@ class Process:
     env: dict[str, str]
     log: Path
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    metrics_url: str | None = None  # a worker's own /metrics
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
@@ -103,8 +104,13 @@ class Stack:
             self.add_worker()
 
     def add_worker(self) -> Process:
-        worker = Process(f"worker-{len(self.workers) + 1}", [*WORKER_ARGS], self.env,
+        """A worker, its ``/metrics`` on a port of its own (``metrics_url``)."""
+        port = free_port()
+        worker = Process(f"worker-{len(self.workers) + 1}", [*WORKER_ARGS],
+                         {**self.env, "ALIGNBOT_HOST": "127.0.0.1",
+                          "ALIGNBOT_METRICS_PORT": str(port)},
                          self.folder / f"worker-{len(self.workers) + 1}.log")
+        worker.metrics_url = f"http://127.0.0.1:{port}/metrics"
         worker.start()
         self.workers.append(worker)
         return worker

@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from .choice_points import ChoicePoint, Key, Site, site_here
 from .runtime.values import dtype_name, encode_array, numpy_dtype
 
 _CURRENT: contextvars.ContextVar[DrawContext | None] = contextvars.ContextVar(
@@ -45,7 +46,14 @@ NOTHING = _Nothing()
 
 
 class DrawContext:
-    """Source of every choice in one draw; logs them so the draw can be replayed exactly."""
+    """Source of every choice in one draw; logs them so the draw can be replayed exactly.
+
+    ``steer`` (set while generating, from :mod:`checks.explore`) names the alternative some
+    choice points must pick in this draw, and ``path`` the choices to make again after the
+    program seed. A steered choice is drawn from Hypothesis with ``forced=``, so it is an
+    ordinary recorded choice: replaying or shrinking ``choices`` rebuilds the same program
+    without any steering.
+    """
 
     def __init__(self, data: Any = None, choices: Sequence[int | float] | None = None) -> None:
         # Draw primitive choices straight from the ConjectureData under ``st.data()``: a
@@ -56,6 +64,10 @@ class DrawContext:
         self.choices: list[int | float] = []
         self.memo: dict[int, tuple[Generator, Any]] = {}
         self.tracer: Any = None
+        self.steer: dict[Key, int] = {}
+        self.path: list[int | float] = []  # choices to make again after the program seed
+        self.points: list[ChoicePoint] = []  # the choice points of this draw, in order
+        self._occurrences: dict[Site, int] = {}
 
     def _next_recorded(self) -> int | float | None:
         assert self._replay is not None
@@ -65,17 +77,46 @@ class DrawContext:
         self._position += 1
         return value
 
-    def draw_int(self, low: int, high: int) -> int:
-        """An integer in [low, high] (both ends included)."""
+    def draw_int(self, low: int, high: int, forced: int | None = None) -> int:
+        """An integer in [low, high] (both ends included); ``forced`` while generating."""
         if high < low:
             raise DslError(f"empty integer range [{low}, {high}]")
         if self._replay is not None:
             recorded = self._next_recorded()
             value = low if recorded is None else min(max(int(recorded), low), high)
         else:
-            value = int(self._data.draw_integer(low, high))
+            if forced is None:
+                forced = self._on_path(low, high, int)
+            value = int(self._data.draw_integer(low, high, forced=forced))
         self.choices.append(value)
         return value
+
+    def _on_path(self, low: float, high: float, kind: type) -> Any:
+        """The choice the steering's path names for this position, if it still fits."""
+        index = len(self.choices) - 1
+        if 0 <= index < len(self.path):
+            value = self.path[index]
+            if type(value) is kind and low <= value <= high:
+                return value
+        return None
+
+    def draw_alternative(self, site: Site, alternatives: Sequence[str], spread: int = 0) -> int:
+        """Which of ``alternatives`` a choice point picks. The recorded choice is in
+        ``[0, len - 1 + spread]``: the first alternative takes ``spread + 1`` of its values
+        (a draw that should mostly pick it), each other one a single value."""
+        occurrence = self._occurrences.get(site, 0)
+        self._occurrences[site] = occurrence + 1
+        count = len(alternatives)
+        wanted = self.steer.get((site, occurrence))
+        forced = None
+        if wanted is not None and wanted < count:
+            forced = wanted + spread if wanted else 0
+        position = len(self.choices)
+        picked = max(0, self.draw_int(0, count - 1 + spread, forced) - spread)
+        if count > 1:
+            self.points.append(ChoicePoint(site, occurrence, tuple(alternatives), picked,
+                                           position))
+        return picked
 
     def draw_float(self, low: float, high: float) -> float:
         if high < low:
@@ -84,7 +125,8 @@ class DrawContext:
             recorded = self._next_recorded()
             value = low if recorded is None else min(max(float(recorded), low), high)
         else:
-            value = float(self._data.draw_float(low, high, allow_nan=False))
+            value = float(self._data.draw_float(low, high, allow_nan=False,
+                                                forced=self._on_path(low, high, float)))
         self.choices.append(value)
         return value
 
@@ -160,8 +202,11 @@ class Random(Generator):
 
 
 class RandomBool(Generator):
+    def __init__(self) -> None:
+        self.site = site_here("random_bool")
+
     def draw(self, ctx: DrawContext) -> bool:
-        return ctx.draw_bool()
+        return ctx.draw_alternative(self.site, ("False", "True")) == 1
 
 
 class OneOf(Generator):
@@ -173,9 +218,11 @@ class OneOf(Generator):
         for option in options:
             flat.extend(option.options if isinstance(option, OneOf) else [option])
         self.options: tuple[Any, ...] = tuple(flat)
+        self.site = site_here("oneof")
 
     def draw(self, ctx: DrawContext) -> Any:
-        return resolve(self.options[ctx.draw_int(0, len(self.options) - 1)])
+        names = [str(i) for i in range(len(self.options))]
+        return resolve(self.options[ctx.draw_alternative(self.site, names)])
 
 
 class Constant(Generator):
@@ -194,29 +241,43 @@ class Nothing(Generator):
 class RandomDtype(Generator):
     def __init__(self, names: Sequence[str]) -> None:
         self.names = tuple(names) or ("float32", "float64")
+        self.site = site_here("random_dtype")
 
     def draw(self, ctx: DrawContext) -> Any:
         import torch  # the reference; dtypes reach the tracer as real objects
 
-        return getattr(torch, self.names[ctx.draw_int(0, len(self.names) - 1)])
+        return getattr(torch, self.names[ctx.draw_alternative(self.site, self.names)])
+
+
+def choice_index(count: int) -> int:
+    """Which of ``count`` alternatives the current draw picks, as a choice point named by the
+    caller's caller: for a helper (``checks.library.choose``) whose caller is the spec."""
+    return current().draw_alternative(site_here("choose"), [str(i) for i in range(count)])
 
 
 SPECIAL_SETS: dict[str, tuple[str, ...]] = {
     "zeros": ("0.0", "-0.0"),
     "large": ("1e4", "-1e4", "3e4"),
+    "huge": ("1e30", "-1e30"),  # beyond float16: inf there, an overflow test elsewhere
     "nonfinite": ("inf", "-inf", "nan"),
 }
+LAYOUTS = ("transposed", "strided", "broadcast")
 
 
 class RandomTensor(Generator):
     """A shape, a dtype and a value recipe: never drawn element by element. Its own
-    attributes are private so that ``x.shape``, ``x.dtype`` reach the drawn tensor."""
+    attributes are private so that ``x.shape``, ``x.dtype`` reach the drawn tensor. The edge
+    options (``specials``, ``empty``, ``layout``) are choice points of the tensor's site whose
+    first alternative (plain values, no empty axis, contiguous) takes most of the draws."""
 
     def __init__(self, ndim: Any, dims: dict[int, Any], shape: Any, low: Any, high: Any,
-                 dtype: Any, requires_grad: bool, specials: Sequence[str]) -> None:
+                 dtype: Any, requires_grad: bool, specials: Sequence[str], empty: bool = False,
+                 layout: Sequence[str] = ()) -> None:
         self._ndim, self._dims, self._shape = ndim, dims, shape
         self._low, self._high, self._dtype = low, high, dtype
         self._requires_grad, self._specials = requires_grad, tuple(specials)
+        self._empty, self._layout = empty, tuple(layout)
+        self._site = site_here("random_tensor")
 
     def draw(self, ctx: DrawContext) -> Any:
         shape = self._draw_shape(ctx)
@@ -227,13 +288,23 @@ class RandomTensor(Generator):
                                   "seed": ctx.draw_int(0, 2**31 - 1)}
         floating = dtype_name in ("float16", "bfloat16", "float32", "float64")
         if floating and self._specials:
-            pick = ctx.draw_int(0, 3 + len(self._specials))
-            if pick > 3:
-                recipe["specials"] = list(SPECIAL_SETS[self._specials[pick - 4]])
+            pick = ctx.draw_alternative(self._edge("specials"), ("none", *self._specials), 3)
+            if pick:
+                recipe["specials"] = list(SPECIAL_SETS[self._specials[pick - 1]])
+        if self._empty and shape and ctx.draw_alternative(self._edge("empty"), ("no", "yes"),
+                                                          3):
+            shape[ctx.draw_int(0, len(shape) - 1)] = 0
+        layout = "contiguous"
+        if self._layout:
+            layout = ("contiguous", *self._layout)[
+                ctx.draw_alternative(self._edge("layout"), ("contiguous", *self._layout), 1)]
         if ctx.tracer is None:
             raise DslError("random_tensor() was resolved outside of a traced spec")
         grad = bool(resolve(self._requires_grad)) and floating
-        return ctx.tracer.input(shape, dtype_name, recipe, grad)
+        return _laid_out(ctx, layout, shape, dtype_name, recipe, grad)
+
+    def _edge(self, kind: str) -> Site:
+        return Site(self._site.file, self._site.line, kind)
 
     def _draw_shape(self, ctx: DrawContext) -> list[int]:
         if self._shape is not None:
@@ -250,6 +321,25 @@ class RandomTensor(Generator):
         if name.startswith("_"):
             raise AttributeError(name)
         return getattr(self.resolve(), name)
+
+
+def _laid_out(ctx: DrawContext, layout: str, shape: list[int], dtype: str,
+              recipe: dict[str, Any], grad: bool) -> Any:
+    """The input in ``layout``: a contiguous input and the view call that makes it (recorded
+    by the tracer, so the candidate gets the same strides). A transposed view of fewer than
+    two axes is a strided one; a 0-d tensor is always contiguous."""
+    tracer, rank = ctx.tracer, len(shape)
+    if layout == "transposed" and rank >= 2:
+        base = [*shape[:-2], shape[-1], shape[-2]]
+        return tracer.input(base, dtype, recipe, grad).transpose(-2, -1)
+    if layout in ("transposed", "strided") and rank >= 1:
+        base = [*shape[:-1], 2 * shape[-1]]
+        return tracer.input(base, dtype, recipe, grad)[..., ::2]
+    if layout == "broadcast" and rank >= 1:
+        axis = ctx.draw_int(0, rank - 1)
+        base = [1 if d == axis else size for d, size in enumerate(shape)]
+        return tracer.input(base, dtype, recipe, grad).expand(*shape)
+    return tracer.input(shape, dtype, recipe, grad)
 
 
 def _forward(op: str) -> Any:
@@ -325,18 +415,26 @@ def random_dtype(*names: str) -> Generator:
 def random_tensor(ndim: Any = None, dim0: Any = None, dim1: Any = None, dim2: Any = None,
                   dim3: Any = None, dim4: Any = None, *, shape: Any = None, low: Any = 0.0,
                   high: Any = 1.0, dtype: Any = "float32", requires_grad: Any = True,
-                  specials: Sequence[str] = ()) -> Any:
-    """A tensor input. ``specials`` may name ``zeros``, ``large`` and ``nonfinite``: a few draws
-    then sprinkle those values (negative zero, big magnitudes, inf/nan) over the tensor."""
+                  specials: Sequence[str] = (), empty: bool = False,
+                  layout: Sequence[str] = ()) -> Any:
+    """A tensor input. ``specials`` may name ``zeros``, ``large``, ``huge`` and ``nonfinite``:
+    a few draws then sprinkle those values (negative zero, big magnitudes, inf/nan) over the
+    tensor. ``empty``: a few draws make one axis size 0. ``layout`` may name ``transposed``,
+    ``strided`` and ``broadcast``: a few draws hand the spec a view of that kind instead of a
+    contiguous tensor (not for specs that write into their inputs)."""
     for name in specials:
         if name not in SPECIAL_SETS:
             raise DslError(f"unknown special value set {name!r}; use one of {sorted(SPECIAL_SETS)}")
+    for name in layout:
+        if name not in LAYOUTS:
+            raise DslError(f"unknown layout {name!r}; use one of {sorted(LAYOUTS)}")
     dims = {i: d for i, d in enumerate((dim0, dim1, dim2, dim3, dim4)) if d is not None}
     if isinstance(ndim, int) and dims and max(dims) >= ndim:
         raise DslError(f"random_tensor(ndim={ndim}) was given dim{max(dims)}")
     if math.isnan(float(low)) if isinstance(low, (int, float)) else False:
         raise DslError("random_tensor(low=nan)")
-    return RandomTensor(ndim, dims, shape, low, high, dtype, requires_grad, specials)
+    return RandomTensor(ndim, dims, shape, low, high, dtype, requires_grad, specials, empty,
+                        layout)
 
 
 def literal_tensor(values: Any, dtype: str | None = None, requires_grad: bool = False) -> Any:

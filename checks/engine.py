@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from .calls import judge_program, outcome_finding
 from .candidate import CandidateProcess
 from .dsl import DrawContext
+from .explore import Exploration, Explorer
 from .findings import Finding
 from .hypothesis_compat import seed_only_draws
 from .program import Observations, Program
@@ -49,6 +50,7 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     stats: Stats = field(default_factory=Stats)
     complete: bool = True  # False: the run was interrupted and holds the findings so far
+    exploration: list[Exploration] = field(default_factory=list)  # per spec run, in order
 
 
 class Interrupted(KeyboardInterrupt):
@@ -59,11 +61,16 @@ class Interrupted(KeyboardInterrupt):
         self.result = result
 
 
-def trace_program(spec: Spec, ctx: DrawContext) -> tuple[Program, Observations]:
-    """Run the spec on the reference, recording a Program and the reference's observations."""
+def trace_program(spec: Spec, ctx: DrawContext,
+                  explorer: Explorer | None = None) -> tuple[Program, Observations]:
+    """Run the spec on the reference, recording a Program and the reference's observations;
+    ``explorer`` steers the draw's choice points and sees which were drawn."""
     import torch
 
     program_seed = ctx.draw_int(0, 2**31 - 1)
+    if explorer is not None:
+        steering = explorer.steering(program_seed)
+        ctx.steer, ctx.path = steering.plan, steering.path
     seed_reference(torch, program_seed)
     tracer = Tracer(torch, ctx)
     with ctx:
@@ -82,6 +89,8 @@ def trace_program(spec: Spec, ctx: DrawContext) -> tuple[Program, Observations]:
     program: Program = {"version": 1, "spec": spec.name, "seed": program_seed,
                         "choices": list(ctx.choices), "nodes": tracer.nodes, "backward": plan,
                         "expect_raise": spec.raises}
+    if explorer is not None:
+        explorer.record(ctx.points, ctx.choices)
     return program, tracer.observations
 
 
@@ -109,9 +118,12 @@ def _spec_seed(seed: int, spec: Spec) -> int:
     return int.from_bytes(hashlib.sha256(f"{seed}:{spec.name}".encode()).digest()[:4], "big")
 
 
-def draw_programs(spec: Spec, n: int, seed: int,
-                  visit: Callable[[Program, Observations], None]) -> None:
-    """Let Hypothesis draw up to ``n`` programs from one seed; ``visit`` sees each one."""
+def draw_programs(spec: Spec, n: int, seed: int, visit: Callable[[Program, Observations], None],
+                  steer: bool = True) -> Exploration:
+    """Let Hypothesis draw up to ``n`` programs from one seed; ``visit`` sees each one. The
+    first draws are steered to every alternative of the spec's choice points
+    (:class:`checks.explore.Explorer`; ``steer`` False: only watched)."""
+    explorer = Explorer(n, steer)
 
     @hypothesis_seed(_spec_seed(seed, spec))
     @settings(max_examples=n, database=None, deadline=None, phases=[Phase.generate],
@@ -119,11 +131,12 @@ def draw_programs(spec: Spec, n: int, seed: int,
               report_multiple_bugs=False, print_blob=False)
     @given(st.data())
     def run(data: Any) -> None:
-        program, ref = trace_program(spec, DrawContext(data=data))
+        program, ref = trace_program(spec, DrawContext(data=data), explorer)
         visit(program, ref)
 
     with seed_only_draws():
         run()
+    return explorer.summary(spec.name)
 
 
 def input_elements(program: Program) -> int:
@@ -174,10 +187,10 @@ class Merger:
 
 
 def run_spec(spec: Spec, candidate: CandidateProcess, seed: int, n: int | None,
-             record: Callable[[list[Finding]], None], stats: Stats) -> None:
+             record: Callable[[list[Finding]], None], stats: Stats) -> Exploration:
     """Draw and judge one spec's programs; ``record(found)`` gets each program's findings in
-    draw order. One program in flight: while the worker replays program k, the engine judges
-    k-1 and Hypothesis draws and traces k+1."""
+    draw order; returns what the draws exercised. One program in flight: while the worker
+    replays program k, the engine judges k-1 and Hypothesis draws and traces k+1."""
     pending: list[tuple[Spec, Program, Observations]] = []
 
     def visit(program: Program, ref: Observations) -> None:
@@ -190,7 +203,7 @@ def run_spec(spec: Spec, candidate: CandidateProcess, seed: int, n: int | None,
 
     start = time.perf_counter()
     try:
-        draw_programs(spec, n or spec.n, seed, visit)
+        exploration = draw_programs(spec, n or spec.n, seed, visit)
     except KeyboardInterrupt:
         raise
     except BaseException:
@@ -200,6 +213,7 @@ def run_spec(spec: Spec, candidate: CandidateProcess, seed: int, n: int | None,
     if pending:
         record(finish(*pending.pop(), candidate, stats))
     stats.trace_s += time.perf_counter() - start
+    return exploration
 
 
 def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int | None = None,
@@ -225,7 +239,8 @@ def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int 
         for position, spec in enumerate(specs):
             if on_spec is not None:
                 on_spec(spec, position)
-            run_spec(spec, candidate, seed, n, record, result.stats)
+            result.exploration.append(run_spec(spec, candidate, seed, n, record,
+                                               result.stats))
             result.specs_run.append(spec.name)
     except KeyboardInterrupt as exc:
         candidate.kill()  # a program may be in flight: do not wait for it

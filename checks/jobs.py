@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .engine import CheckResult, Interrupted, Merger, Stats, run_spec
+from .explore import Exploration
 from .findings import Finding
 from .minimize import MinimizeOptions, merge_same_bugs, minimize_all
 from .spec import Spec, SpecSource
@@ -79,6 +80,7 @@ class SpecRun:
     programs: int = 0
     findings: list[Finding] = field(default_factory=list)
     stats: Stats = field(default_factory=Stats)
+    exploration: Exploration | None = None  # None: cut short
 
 
 @dataclass
@@ -235,6 +237,8 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
             run = runs[index]
             if index in done:
                 result.specs_run.append(specs[index].name)
+            if index in done and run.exploration is not None:
+                result.exploration.append(run.exploration)
             result.programs_run += run.programs
             for finding in run.findings:
                 merger.add(finding)
@@ -357,7 +361,7 @@ def _spec(spec: Spec, candidate: CandidateProcess, setup: Setup, index: int,
 
     starts = candidate.starts
     try:
-        run_spec(spec, candidate, setup.seed, setup.n, record, run.stats)
+        run.exploration = run_spec(spec, candidate, setup.seed, setup.n, record, run.stats)
     except KeyboardInterrupt:  # told to stop: what was judged goes to the partial report
         candidate.kill()
         run.findings = merger.findings()

@@ -95,6 +95,8 @@ def to_json(result: CheckResult, candidate_description: str) -> Report:
         "programs_run": result.programs_run,
         "complete": result.complete,
         "findings": [_finite(f.to_json()) for f in result.findings],
+        "exploration": [{"spec": e.spec, "seen": e.seen, "drawn": e.drawn, "missed": e.missed}
+                        for e in result.exploration],
     }
 
 
@@ -115,4 +117,9 @@ def render_markdown(report: Report) -> str:
     by_kind: dict[str, int] = {}
     for finding in report["findings"]:
         by_kind[finding["kind"]] = by_kind.get(finding["kind"], 0) + finding.get("count", 1)
-    return environment().get_template("report.md.j2").render(report=report, by_kind=by_kind)
+    explored = report.get("exploration", [])
+    totals = {"specs": len(explored), "seen": sum(e["seen"] for e in explored),
+              "drawn": sum(e["drawn"] for e in explored),
+              "short": [e for e in explored if e["drawn"] < e["seen"]]}
+    return environment().get_template("report.md.j2").render(report=report, by_kind=by_kind,
+                                                             explored=totals)

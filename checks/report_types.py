@@ -105,6 +105,16 @@ class FindingEntry(FindingExtra):
     examples: list[str]  # distinct messages of merged draws
 
 
+class SpecExploration(TypedDict):
+    """What one spec's draws exercised (``checks.explore.Exploration``): alternatives of its
+    choice points seen and drawn, and the first ``MAX_MISSED`` never drawn, by label
+    (``reductions.py:42 oneof[2]``)."""
+    spec: str
+    seen: int
+    drawn: int
+    missed: list[str]
+
+
 class Report(TypedDict):
     """The whole report (``checks.report.to_json``)."""
     report_version: int
@@ -116,3 +126,4 @@ class Report(TypedDict):
     programs_run: int
     complete: bool  # False: the run was interrupted, findings so far
     findings: list[FindingEntry]
+    exploration: list[SpecExploration]  # the specs run to the end, in order

@@ -151,3 +151,14 @@ def test_metrics_scrape_times_a_scrape_over_a_filled_queue(tmp_path: Path) -> No
     data = json.loads(out.read_text())
     assert data["active"] == 30 and data["scrape_ms"]["median"] > 0
     assert data["bytes"] > 1000
+
+
+def test_exploration_counts_what_free_and_steered_draws_exercise(tmp_path: Path) -> None:
+    out = tmp_path / "exploration.json"
+    subprocess.run([sys.executable, str(SCRIPT.with_name("exploration.py")), "--specs",
+                    "reductions.var_std", "--json", str(out)], check=True, capture_output=True)
+    data = json.loads(out.read_text())
+    free, steered = data["free"], data["steered"]
+    assert data["specs"] == 1 and free["failed"] == steered["failed"] == {}
+    assert free["drawn"] < free["seen"] and steered["drawn"] == steered["seen"]
+    assert steered["specs_missing"] == 0 and list(free["missed"]) == ["reductions.var_std"]

@@ -18,7 +18,8 @@ from checks import (
     random_tensor,
 )
 from checks.dsl import NOTHING, DrawContext, DslError
-from checks.engine import draw_programs, trace_program
+from checks.engine import check, draw_programs, trace_program
+from checks.findings import Kind
 from checks.spec import Spec
 
 
@@ -181,3 +182,36 @@ def test_the_readme_documents_every_argument_of_the_spec_api() -> None:
             if not re.search(rf"[`(, ]{param.name}\b", section):
                 missing.append(f"{name}({param.name})")
     assert missing == []
+
+
+def _edges(torch: Any) -> Any:
+    x = random_tensor(ndim=2, low=-2, high=2, empty=True, specials=["huge"],
+                      layout=["transposed", "strided", "broadcast"])
+    return torch.sin(x)
+
+
+def test_edge_options_draw_empty_tensors_huge_values_and_real_views() -> None:
+    programs: list[Any] = []
+    draw_programs(_spec(_edges, 12), 12, 0, lambda p, r: programs.append(p))
+    inputs = [node for p in programs for node in p["nodes"] if node["op"] == "input"]
+    views = {node["target"] for p in programs for node in p["nodes"] if node["op"] == "method"}
+    assert any(0 in node["shape"] for node in inputs)
+    assert any("1e30" in node["recipe"].get("specials", []) for node in inputs)
+    assert {f"torch.Tensor.{m}" for m in ("transpose", "__getitem__", "expand")} <= views
+    for program in programs:  # a view node is what the spec's op receives
+        call = program["nodes"][-1]
+        assert call["target"] == "torch.sin"
+
+
+def test_a_bug_only_on_strided_inputs_is_found_through_the_layout_option(
+        make_candidate: Any) -> None:
+    prelude = ("import torch\n_sin = torch.sin\n"
+               "torch.sin = lambda x: _sin(x) if x.is_contiguous() else _sin(x) * 2\n")
+    found = check([_spec(_edges, 12)], make_candidate(prelude), seed=0).findings
+    assert {(f.kind, f.op) for f in found} >= {(Kind.VALUE, "torch.sin")}
+    assert check([_spec(_edges, 12)], make_candidate("import torch\n"), seed=0).findings == []
+
+
+def test_unknown_edge_options_are_errors() -> None:
+    with pytest.raises(DslError, match="unknown layout 'diagonal'"):
+        random_tensor(layout=["diagonal"])

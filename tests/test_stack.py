@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from prometheus_client.parser import text_string_to_metric_families
 from service import OWNER, SECRET
 from sqlalchemy import Engine
 
@@ -41,6 +42,16 @@ def _worker_pid(worker: str) -> int:
     match = re.match(r"^[^:]*:(\d+):", worker)
     assert match, worker
     return int(match.group(1))
+
+
+def _checks_done(metrics: str) -> int:
+    """How many check jobs a process's ``/metrics`` says it finished (``done``)."""
+    for family in text_string_to_metric_families(metrics):
+        if family.name == "alignbot_job_duration_seconds":
+            return sum(int(sample.value) for sample in family.samples
+                       if sample.name.endswith("_count")
+                       and sample.labels == {"kind": ALIGN, "outcome": "done"})
+    return 0
 
 
 def a_job_in_its_sandbox(engine: Engine, github: Any, timeout: float = 60) -> tuple[int, int]:
@@ -81,7 +92,16 @@ def test_three_workers_one_killed_post_each_check_once(github_server: Any, postg
         wait_for(lambda: len(queue.list(kind=ALIGN, state=JobState.DONE)) == len(heads), 90,
                  "every check to finish")
         assert [p.name for p in stack.exited()] == [victim.name]
-    jobs = queue.list(kind=ALIGN)
+        jobs = queue.list(kind=ALIGN)
+        # each surviving worker's own /metrics counts exactly the checks it finished
+        for worker in stack.workers:
+            if worker is not victim:
+                assert worker.metrics_url is not None
+                done = sum(1 for job in jobs if _worker_pid(job.worker or "") == worker.pid)
+                assert _checks_done(httpx.get(worker.metrics_url, timeout=10).text) == done
+        web = httpx.get(f"{stack.url}/metrics", timeout=10).text
+        assert 'alignbot_webhook_deliveries_total{event="pull_request",outcome="accepted"} ' \
+            f"{float(len(heads))}" in web
     engine.dispose()
 
     assert len(jobs) == len(heads) and {job.state for job in jobs} == {JobState.DONE}

@@ -2,14 +2,15 @@
 
 from typing import TypeVar
 
-from checks import random
+from checks.choice_points import internal
+from checks.dsl import choice_index
 
 T = TypeVar("T")
+internal(__file__)  # a ``choose`` is named by the spec line that calls it
 
 
 def choose(*options: T) -> T:
     """One of ``options``, picked by the draw: for the callables and values a spec branches on,
-    which ``oneof`` cannot hand back to Python code. Hypothesis favours the first option (its
-    lower bound), so specs list the most common form first."""
-    return options[int(random(0, len(options)))]
-
+    which ``oneof`` cannot hand back to Python code. A choice point like ``oneof``: the
+    first draws of a spec pick every option at least once (checks/explore.py)."""
+    return options[choice_index(len(options))]

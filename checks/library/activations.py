@@ -8,7 +8,7 @@ from checks.library import choose
 
 @autotest(n=12, ops=["torch.nn.functional.softplus", "torch.nn.Softplus"])
 def softplus(torch: Any) -> Any:
-    x = random_tensor(low=-4, high=4, specials=["zeros", "large"])
+    x = random_tensor(low=-4, high=4, specials=["zeros", "large", "huge"])
     beta, threshold = random(0.5, 3.0) | nothing(), random(1.0, 20.0) | nothing()
     if random_bool():
         return torch.nn.Softplus(beta=beta, threshold=threshold)(x)
@@ -135,7 +135,7 @@ def threshold(torch: Any) -> Any:
 def softmax(torch: Any) -> Any:
     ndim = int(random(1, 5))
     x = random_tensor(ndim=ndim, low=-5, high=5, dtype=random_dtype("float32", "float64"),
-                      specials=["large"])
+                      specials=["large", "huge"], layout=["transposed", "strided"])
     dim = random(-ndim, ndim)
     dtype = random_dtype("float64", "float32") | nothing()
     name = choose("softmax", "log_softmax", "softmin")

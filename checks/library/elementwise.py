@@ -92,6 +92,8 @@ def power(torch: Any) -> Any:
         lambda: torch.pow(base, exponent),
         lambda: base.pow(random(-2.0, 3.0)),
         lambda: torch.pow(signed, oneof(0, 1, 2, 3, -1)),
+        # a negative base to a fractional power is nan, and so is its gradient
+        lambda: torch.pow(signed, oneof(0.5, 1.5, -0.5)),
         lambda: torch.pow(random(0.5, 3.0), exponent),
         lambda: torch.float_power(base, exponent),
         lambda: torch.square(signed),
@@ -148,6 +150,9 @@ def operators(torch: Any) -> Any:
     return choose(lambda: out, lambda: -out, lambda: abs(out - 1), lambda: +out)()
 
 
+LAYOUTS = ("transposed", "strided", "broadcast")
+
+
 @dataclass(frozen=True)
 class Unary:
     """A unary op that torch and Tensor both carry, and an input range inside its domain."""
@@ -159,7 +164,7 @@ class Unary:
 
 
 UNARY = (
-    Unary("exp", specials=("large", "nonfinite")),
+    Unary("exp", specials=("large", "huge", "nonfinite")),
     Unary("exp2"),
     Unary("expm1"),
     Unary("log", 0.1, 5.0, ("zeros",)),
@@ -172,14 +177,14 @@ UNARY = (
     Unary("tan", -1.2, 1.2),
     Unary("asin", -0.9, 0.9),
     Unary("acos", -0.9, 0.9),
-    Unary("atan", specials=("large", "nonfinite")),
+    Unary("atan", specials=("large", "huge", "nonfinite")),
     Unary("sinh"),
     Unary("cosh"),
-    Unary("tanh", -4.0, 4.0, ("large", "nonfinite")),
+    Unary("tanh", -4.0, 4.0, ("large", "huge", "nonfinite")),
     Unary("asinh"),
     Unary("acosh", 1.1, 4.0),
     Unary("atanh", -0.9, 0.9),
-    Unary("sigmoid", -6.0, 6.0, ("large", "nonfinite")),
+    Unary("sigmoid", -6.0, 6.0, ("large", "huge", "nonfinite")),
     Unary("erf"),
     Unary("erfc"),
     Unary("erfinv", -0.9, 0.9),
@@ -204,7 +209,8 @@ def _register_unary(op: Unary) -> None:
     def spec(torch: Any) -> Any:
         # ndim 0 included: 0-d tensors take their own paths in many kernels.
         x = random_tensor(ndim=random(0, 4), low=op.low, high=op.high,
-                          dtype=random_dtype("float32", "float64"), specials=op.specials)
+                          dtype=random_dtype("float32", "float64"), specials=op.specials,
+                          empty=True, layout=LAYOUTS)
         if random_bool():
             return getattr(torch, op.name)(x)
         return getattr(x, op.name)()
@@ -229,8 +235,10 @@ def round_decimals(torch: Any) -> Any:
 @autotest(n=20, ops=["torch.clamp", "torch.clip", "torch.Tensor.clamp"])
 def clamp(torch: Any) -> Any:
     dtype, last = random_dtype("float32", "float64"), random(1, 5)
-    x = random_tensor(ndim=random(1, 5), dim0=last, low=-3, high=3, dtype=dtype).transpose(0, -1)
+    x = random_tensor(ndim=random(1, 5), dim0=last, low=-3, high=3, dtype=dtype,
+                      empty=True).transpose(0, -1)
     low, high = random(-2.0, 0.0), random(0.0, 2.0)
+    # min > max is defined: every element becomes max (the swapped bounds below).
     if random_bool():
         lo_t = random_tensor(shape=[last], low=-2, high=0, dtype=dtype)
         hi_t = random_tensor(shape=[last], low=0, high=2, dtype=dtype)
@@ -238,12 +246,14 @@ def clamp(torch: Any) -> Any:
             lambda: torch.clamp(x, lo_t, hi_t),
             lambda: torch.clamp(x, min=lo_t),
             lambda: x.clamp(max=hi_t),
+            lambda: torch.clamp(x, min=hi_t, max=lo_t),
         )()
     return choose(
         lambda: torch.clamp(x, low, high),
         lambda: torch.clamp(x, min=low),
         lambda: x.clamp(max=high),
         lambda: torch.clip(x, min=low, max=high),
+        lambda: torch.clamp(x, min=high, max=low),
     )()
 
 

@@ -56,7 +56,9 @@ def prod(torch: Any) -> Any:
 def extrema(torch: Any) -> Any:
     shape = _shape()
     ndim = len(shape)
-    x = random_tensor(shape=shape, low=-5, high=5, dtype=random_dtype("float32", "float64"))
+    # Views too: a broadcast one ties every value along an axis (the first index wins).
+    x = random_tensor(shape=shape, low=-5, high=5, dtype=random_dtype("float32", "float64"),
+                      layout=["transposed", "strided", "broadcast"])
     dim, keepdim = int(random(-ndim, ndim)), random_bool() | nothing()
     return choose(
         lambda: torch.amax(x, dim=_dims(ndim), keepdim=keepdim),
@@ -65,6 +67,7 @@ def extrema(torch: Any) -> Any:
         lambda: x.min(),
         lambda: tuple(torch.max(x, dim, keepdim=keepdim)),
         lambda: torch.min(x, dim=dim),
+        lambda: tuple(torch.max(x, dim=dim, keepdim=keepdim)),
         lambda: x.max(dim)[0] * 2,
         lambda: torch.min(x, dim, keepdim=keepdim)[1],
         lambda: tuple(torch.aminmax(x, dim=dim, keepdim=random_bool())),
@@ -128,7 +131,8 @@ def logsumexp(torch: Any) -> Any:
     # Huge entries (the max-shift trick) only in float64: in float32 their rounding swamps
     # the result's low digits.
     if random_bool():
-        x = random_tensor(shape=shape, low=-10, high=10, dtype="float64", specials=["large"])
+        x = random_tensor(shape=shape, low=-10, high=10, dtype="float64",
+                          specials=["large", "huge"])
     else:
         x = random_tensor(shape=shape, low=-10, high=10)
     dim, keepdim = _dims(len(shape)), random_bool() | nothing()
@@ -170,7 +174,7 @@ def matrix_norms(torch: Any) -> Any:
     ord_ = oneof(2, "fro", "nuc", -2, 1, -1, float("inf")) | nothing()
     keepdim = random_bool() | nothing()
     return choose(
-        lambda: torch.linalg.norm(x.flatten(0, -2), ord_),
+        lambda: torch.linalg.norm(x.flatten(0, -2), ord=ord_),
         lambda: torch.linalg.norm(x, ord=ord_, dim=(-2, -1), keepdim=keepdim),
         lambda: torch.linalg.matrix_norm(x, ord=ord_, keepdim=keepdim),
     )()
@@ -181,8 +185,11 @@ def matrix_norms(torch: Any) -> Any:
 def cumulative(torch: Any) -> Any:
     shape = _shape()
     ndim = len(shape)
-    x = random_tensor(shape=shape, low=-2, high=2, dtype=random_dtype("float32", "float64"))
+    x = random_tensor(shape=shape, low=-2, high=2, dtype=random_dtype("float32", "float64"),
+                      empty=True)
     nonzero = random_tensor(shape=shape, low=0.5, high=1.5)
+    # Integer inputs: cumsum and cumprod give int64, cummax and cummin keep the dtype.
+    ints = random_tensor(shape=shape, low=-3, high=4, dtype=oneof("int64", "int32", "uint8"))
     dim = int(random(-ndim, ndim))
     return choose(
         lambda: torch.cumsum(x, dim),
@@ -192,6 +199,9 @@ def cumulative(torch: Any) -> Any:
         lambda: tuple(torch.cummax(x, dim)),
         lambda: torch.cummin(x, dim=dim)[0],
         lambda: torch.logcumsumexp(x, dim),
+        lambda: torch.cumsum(ints, dim),
+        lambda: ints.cumprod(dim),
+        lambda: tuple(torch.cummax(ints, dim=dim)),
     )()
 
 

@@ -123,11 +123,12 @@ def join_split(torch: Any) -> Any:
 def flip_roll(torch: Any) -> Any:
     shape = _shape()
     ndim = len(shape)
-    x = _tensor(shape)
+    x = _tensor(shape, empty=True, layout=["transposed", "strided", "broadcast"])
     axes = sorted({_axis(ndim) % ndim for _ in range(int(random(1, ndim + 1)))})
     shifts = [int(random(-6, 7)) for _ in axes]
     return choose(
         lambda: torch.flip(x, axes),
+        lambda: torch.flip(x, dims=[axis - ndim for axis in axes]),
         lambda: x.flip(dims=tuple(axes)),
         lambda: torch.roll(x, shifts, dims=axes),
         lambda: torch.roll(x, shifts[0]),
