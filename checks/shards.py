@@ -87,6 +87,8 @@ def merge(reports: Sequence[Report]) -> Report:
         "programs_run": sum(report["programs_run"] for report in reports),
         "complete": all(report["complete"] for report in reports),
         "findings": sorted(merged.values(), key=_report_order),
+        "exploration": sorted((spec for report in reports for spec in report["exploration"]),
+                              key=lambda spec: spec["spec"]),
     }
 
 

@@ -179,7 +179,7 @@ def test_the_readme_documents_every_argument_of_the_spec_api() -> None:
         for param in inspect.signature(getattr(checks, name)).parameters.values():
             if param.kind is param.VAR_POSITIONAL:
                 continue
-            if not re.search(rf"[`(, ]{param.name}\b", section):
+            if not re.search(rf"`{param.name}`|\b{param.name}=|\({param.name}[,)]", section):
                 missing.append(f"{name}({param.name})")
     assert missing == []
 
