@@ -9,7 +9,7 @@ import numpy as np
 
 from .runtime.literals import LiteralVisitor, walk_literal
 from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Recipe, Scalar
-from .runtime.values import FLOAT_DTYPES, decode_array, make_array
+from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES, decode_array, make_array
 
 LITERAL_LIMIT = 64
 BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/",
@@ -28,6 +28,9 @@ INPLACE = {f"__i{name[2:]}": op for name, op in BINARY.items() if name in
 def number(value: Any, dtype: str) -> str:
     if dtype == "bool":
         return "True" if value else "False"
+    if dtype in COMPLEX_DTYPES:
+        part = "float32" if dtype == "complex64" else "float64"
+        return complex_source(complex(value).real, complex(value).imag, part)
     if dtype not in FLOAT_DTYPES:
         return str(int(value))
     value = float(value)
@@ -40,6 +43,16 @@ def number(value: Any, dtype: str) -> str:
     else:
         text = repr(value)
     return text
+
+
+def complex_source(real: float, imag: float, part: str = "float64") -> str:
+    """``(1.5-2.0j)``; ``complex(float("nan"), -0.0)`` where a part is not finite or a zero
+    whose sign the sum would lose. ``part`` is the dtype of each part (its shortest digits)."""
+    re_text, im_text = number(real, part), number(imag, part)
+    if not (np.isfinite(real) and np.isfinite(imag)) or real == 0 or imag == 0:
+        return f"complex({re_text}, {im_text})"
+    sign = "-" if im_text.startswith("-") else "+"
+    return f"({re_text}{sign}{im_text.lstrip('-')}j)"
 
 
 def nested(arr: np.ndarray, dtype: str) -> str:
@@ -79,6 +92,8 @@ def tensor_expr(recipe: Recipe, dtype: str, shape: list[int], grad: bool,
             and dtype in FLOAT_DTYPES:
         gen = (f"np.random.default_rng({recipe['seed']}).uniform({recipe['low']}, "
                f"{recipe['high']}, {tuple(shape)})")
+        if dtype == "bfloat16" and float_dtype is None:  # through float32, as the runtime
+            return f"torch.tensor({gen}, dtype=torch.float32).to(torch.bfloat16){suffix}"
         return f"torch.tensor({gen}{_dtype_kw(dtype, 'float64', float_dtype)}{grad_kw})"
     return f"torch.tensor({nested(arr, dtype)}{kw}{grad_kw})"
 
@@ -129,6 +144,9 @@ class LiteralWriter(LiteralVisitor[str]):
 
     def visit_float(self, text: str) -> str:
         return f"float({text!r})"
+
+    def visit_complex(self, real: float, imag: float) -> str:
+        return complex_source(real, imag)
 
     def visit_slice(self, parts: list[str | None]) -> str:
         if self.in_index:

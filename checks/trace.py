@@ -140,6 +140,8 @@ class Tracer:
             return value
         if isinstance(value, float):
             return value if math.isfinite(value) else {"float": repr(value)}
+        if isinstance(value, complex):
+            return {"complex": [repr(value.real), repr(value.imag)]}
         if isinstance(value, self.torch.Size):
             return {"size": [int(v) for v in value]}
         if isinstance(value, tuple):

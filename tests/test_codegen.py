@@ -68,3 +68,17 @@ def test_generated_code_matches_the_replayed_program(name: str,
             value = namespace[node["id"]].detach().numpy()
             assert value.shape == tuple(obs["shape"])
             np.testing.assert_allclose(value, obs["data"], rtol=1e-6, atol=1e-6)
+
+
+def test_complex_and_low_precision_tensors_are_written_as_the_runtime_makes_them() -> None:
+    from checks.runtime.values import make_array
+
+    recipe = {"kind": "uniform", "low": -2.0, "high": 2.0, "seed": 5}
+    for dtype, shape in (("complex64", [2, 3]), ("complex128", [3]), ("float16", [4]),
+                         ("bfloat16", [2, 2]), ("bfloat16", [9, 9]), ("uint8", [3])):
+        expr = tensor_expr(recipe, dtype, shape, False)
+        made = eval(expr, {"torch": torch, "np": np})
+        assert made.dtype == getattr(torch, dtype), expr
+        expected = torch.from_numpy(make_array(recipe, dtype, shape)).to(made.dtype)
+        assert torch.equal(made, expected), expr
+    assert "j)" in tensor_expr(recipe, "complex64", [2], False)
