@@ -17,7 +17,7 @@ from checks.cli import main
 from checks.dsl import DrawContext
 from checks.engine import draw_programs, trace_program
 from checks.opinfo import adapter, opinfo_specs
-from checks.opinfo.specs import DTYPES, catalog
+from checks.opinfo.specs import DTYPES, SAMPLE_DRAWS, catalog
 from checks.spec import Spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -82,7 +82,9 @@ def test_every_entry_with_a_carried_dtype_becomes_a_spec() -> None:
     assert len([n for n in names if not n.endswith(".errors")]) >= 550
     assert all(s.ops and s.ops[0].startswith("torch.") for s in made.specs)
     assert all(s.raises and not s.backward for s in made.specs if s.name.endswith(".errors"))
-    assert made.dtypes_left_out["float16"] > 0 and not set(DTYPES) & set(made.dtypes_left_out)
+    assert made.dtypes_left_out["complex32"] > 0 and not set(DTYPES) & set(made.dtypes_left_out)
+    by_name = {s.name: s for s in made.specs}
+    assert by_name["opinfo.mul"].n == max(SAMPLE_DRAWS, 12 + 2)  # every carried dtype, +2
 
 
 def test_ops_globs_select_opinfo_specs() -> None:
@@ -103,7 +105,7 @@ def test_programs_hold_the_samples_as_literal_inputs_and_one_call() -> None:
         assert call["target"] == "torch.softmax"
         dtypes.add(inputs[0]["dtype"])
         assert program["backward"] is not None
-    assert dtypes <= {"float32", "float64"}
+    assert dtypes <= {"float32", "float64", "float16", "bfloat16"}
 
 
 def test_the_same_seed_draws_the_same_programs_and_choices_redraw_them() -> None:
@@ -152,3 +154,17 @@ def test_opinfo_alone_leaves_the_library_out_unless_asked(capsys: Any) -> None:
 
     assert specs_run() == 2  # opinfo.abs and opinfo.tanh
     assert specs_run("--library") > 2  # and the library's tanh specs
+
+
+def test_every_declared_dtype_is_drawn_by_its_oneof_choice() -> None:
+    (spec,) = specs_named("opinfo.mul")
+    entry = next(e for e in adapter.database().entries if e.key == "mul")
+    carried = [d for d in DTYPES if d in entry.dtypes]
+    assert {"float16", "bfloat16", "complex64", "complex128", "uint8", "int8"} <= set(carried)
+    for index, dtype in enumerate(carried):  # choices: the program's seed, then the dtype
+        program, ref = trace_program(spec, DrawContext(choices=[0, index]))
+        inputs = [n for n in program["nodes"] if n["op"] == "input"]
+        assert inputs and inputs[0]["dtype"] == dtype
+        grads = [k for k in ref if k.startswith("grad:")]
+        assert bool(grads) == (dtype in entry.grad_dtypes), dtype
+        assert all(ref[k]["t"] == "tensor" for k in grads)

@@ -24,7 +24,8 @@ from ..runtime import replay
 
 OP_DB_MODULE = "torch.testing._internal.common_methods_invocations"
 ENTRY_ATTRS = ("name", "variant_test_name", "op", "method_variant", "aten_name",
-               "supports_autograd", "supported_dtypes", "sample_inputs", "reference_inputs",
+               "supports_autograd", "supported_dtypes", "supported_backward_dtypes",
+               "sample_inputs", "reference_inputs",
                "reference_inputs_func", "error_inputs", "error_inputs_func",
                "has_nondeterministic_output")
 SAMPLE_ATTRS = ("input", "args", "kwargs")
@@ -52,6 +53,7 @@ class Entry:
     method: bool
     dtypes: tuple[str, ...]  # every dtype the entry declares for the CPU, sorted
     autograd: bool
+    grad_dtypes: tuple[str, ...]  # those its backward supports on the CPU, sorted
     has_errors: bool
     has_reference: bool
 
@@ -122,13 +124,18 @@ def database() -> Database:
             skipped.append(Skipped(info.name, info.variant_test_name, reason))
             continue
         assert isinstance(found, tuple)
-        dtypes = tuple(sorted(str(d).rsplit(".", 1)[-1] for d in info.supported_dtypes("cpu")))
         entries.append(Entry(info.name, info.variant_test_name, index, found[0], found[1],
-                             dtypes, bool(info.supports_autograd),
+                             _names(info.supported_dtypes("cpu")),
+                             bool(info.supports_autograd),
+                             _names(info.supported_backward_dtypes("cpu")),
                              info.error_inputs_func is not None,
                              info.reference_inputs_func is not None))
     return Database(tuple(entries), tuple(skipped), len(raw),
                     frozenset(info.name for info in raw))
+
+
+def _names(dtypes: Any) -> tuple[str, ...]:
+    return tuple(sorted(str(d).rsplit(".", 1)[-1] for d in dtypes))
 
 
 def _target(torch: Any, info: Any) -> tuple[str, bool] | str:
