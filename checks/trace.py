@@ -371,7 +371,7 @@ def _operator(name: str) -> Callable[..., Any]:
     return method
 
 
-for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__rdiv__",
               "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
               "__rmod__", "__matmul__", "__rmatmul__", "__pow__", "__rpow__", "__neg__",
               "__pos__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__",

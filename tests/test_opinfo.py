@@ -17,7 +17,7 @@ from checks.cli import main
 from checks.dsl import DrawContext
 from checks.engine import draw_programs, trace_program
 from checks.opinfo import adapter, opinfo_specs
-from checks.opinfo.specs import DTYPES, SAMPLE_DRAWS, catalog
+from checks.opinfo.specs import DTYPES, SAMPLE_DRAWS, UNCOMPARED, catalog, entry_dtypes
 from checks.spec import Spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -42,7 +42,28 @@ def test_the_database_is_read_whole_and_named_entries_resolve() -> None:
     assert {"float32", "float64", "int64", "bool"} <= set(entries["add"].dtypes)
     assert entries["softmax"].autograd and entries["cat"].has_errors
     reasons = {s.reason for s in data.skipped}
-    assert "a test wrapper (lambda), not a public API" in reasons
+    assert "a test wrapper (lambda) that computes an argument" in reasons  # linalg.pinv
+
+
+def test_wrappers_dunders_and_random_ops_become_specs_that_say_what_they_compare() -> None:
+    data = adapter.database()
+    entries = {e.key: e for e in data.entries}
+    assert entries["einsum"].call is not None and entries["einsum"].call.positions == (1, 0)
+    assert (entries["mT"].target, entries["__radd__"].target) == (
+        "torch.Tensor.mT", "torch.Tensor.__radd__")
+    # op_db's rand_like wrapper calls randn_like: not counted as rand_like
+    assert "rand_like" not in entries and any(
+        s.name == "rand_like" and "torch.randn_like" in s.reason for s in data.skipped)
+    (cauchy, add) = specs_named("opinfo.cauchy", "opinfo.add")
+    assert cauchy.rtol == cauchy.atol == UNCOMPARED and add.rtol is None
+    assert "float16" in entries["cauchy"].dtypes and "float16" not in entry_dtypes(
+        entries["cauchy"])
+    for name in ("opinfo.einsum", "opinfo.mT", "opinfo.__rdiv__",
+                 "opinfo.polygamma.polygamma_n_0"):
+        calls: list[int] = []
+        draw_programs(specs_named(name)[0], 3, 0, lambda program, ref, calls=calls: calls.append(
+            sum(node["op"] != "input" for node in program["nodes"])))
+        assert any(calls), name
 
 
 def test_a_changed_database_fails_loudly_naming_what_changed(monkeypatch: Any) -> None:

@@ -31,6 +31,8 @@ DTYPES = ("float32", "float64", "int64", "int32", "bool", "float16", "bfloat16",
 MAX_ELEMENTS = 10_000  # per sample: its values travel in the Program as literals
 SEEDS = 2**16
 SAMPLE_DRAWS = 10
+UNCOMPARED = 1e300  # rtol and atol of a random op's spec: any two finite values agree
+LOW_PRECISION = ("float16", "bfloat16")
 ERROR_DRAWS = 5
 
 
@@ -125,14 +127,12 @@ def observable(entry: Entry, planned: Plan) -> bool:
         return tensor.requires_grad_(True) if value.requires_grad else tensor
 
     first, args, kwargs = arguments(planned, make)
-    if entry.method:
-        fn = getattr(first, entry.target.rsplit(".", 1)[-1])
-    else:
-        fn, args = adapter.resolve(entry.target), [first, *args]
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the traced call warns again, where it counts
         try:
-            result = fn(*args, **kwargs)
+            result = invoke(torch, entry, first, args, kwargs)
+        except Unsupported:
+            return False
         except Exception:
             return True
     try:
@@ -208,12 +208,30 @@ def arguments(planned: Plan, make: Callable[[TensorValue], Any] = literal_input
 def call(torch: Any, entry: Entry, planned: Plan) -> Any:
     """Record ``target(input, *args, **kwargs)`` (or the method on the input)."""
     first, args, kwargs = arguments(planned)
+    return invoke(torch, entry, first, args, kwargs)
+
+
+def invoke(torch: Any, entry: Entry, first: Any, args: list[Any], kwargs: dict[str, Any]
+           ) -> Any:
+    """``target(first, *args, **kwargs)``, the method on ``first``, or the arguments as the
+    entry's wrapper passes them (:class:`Unsupported` where it would not take them)."""
+    values = [first, *args]
+    name = entry.target.rsplit(".", 1)[-1]
+    if entry.call is not None:
+        arranged = entry.call.arrange(values, kwargs)
+        if arranged is None:
+            raise Unsupported("arguments the test wrapper does not take")
+        values, kwargs = arranged
+        if entry.call.attribute:
+            return getattr(values[0], name)
+    if entry.method and not hasattr(values[0], name):  # an error input of a plain number
+        raise Unsupported(f"a method called on a {type(values[0]).__name__}")
     if entry.method:
-        return getattr(first, entry.target.rsplit(".", 1)[-1])(*args, **kwargs)
+        return getattr(values[0], name)(*values[1:], **kwargs)
     fn = torch
     for part in entry.target.split(".")[1:]:
         fn = getattr(fn, part)
-    return fn(first, *args, **kwargs)
+    return fn(*values, **kwargs)
 
 
 def _pick(pool: tuple[Plan, ...]) -> Plan | None:
@@ -234,7 +252,8 @@ def sample_spec(entry: Entry, dtypes: tuple[str, ...]) -> Spec:
         planned = _pick(sample_pool(entry, dtype, int(random(0, SEEDS)), reference))
         return None if planned is None else call(torch, entry, planned)
 
-    return _spec(fn, f"opinfo.{entry.key}", entry, draws(dtypes), backward=entry.autograd)
+    return _spec(fn, f"opinfo.{entry.key}", entry, draws(dtypes), backward=entry.autograd,
+                 tolerance=UNCOMPARED if random_values(entry) else None)
 
 
 def error_spec(entry: Entry) -> Spec:
@@ -247,10 +266,25 @@ def error_spec(entry: Entry) -> Spec:
 
 
 def _spec(fn: Callable[[Any], Any], name: str, entry: Entry, n: int, backward: bool,
-          raises: bool = False) -> Spec:
+          raises: bool = False, tolerance: float | None = None) -> Spec:
     fn.__name__ = fn.__qualname__ = name
     return Spec(name=name, fn=fn, n=n, backward=backward, raises=raises, ops=(entry.target,),
-                source="OpInfo")
+                source="OpInfo", rtol=tolerance, atol=tolerance)
+
+
+def random_values(entry: Entry) -> bool:
+    """An op that draws from the random generator: frameworks (and compilers) draw other
+    numbers, so its values are not compared (:data:`UNCOMPARED`); shapes, dtypes, errors and
+    where values are finite still are."""
+    return entry.call is not None and entry.call.random
+
+
+def entry_dtypes(entry: Entry) -> tuple[str, ...]:
+    """The entry's dtypes that a spec draws, in :data:`DTYPES` order. A random op's draws in
+    float16/bfloat16 overflow now and then (a Cauchy sample past 65504), which the finiteness
+    check would report, so those are left to ops whose values are compared."""
+    left_out = LOW_PRECISION if random_values(entry) else ()
+    return tuple(d for d in DTYPES if d in entry.dtypes and d not in left_out)
 
 
 def catalog() -> Catalog:
@@ -260,7 +294,7 @@ def catalog() -> Catalog:
     for skipped in data.skipped:
         result.skipped[skipped.reason] += 1
     for entry in data.entries:
-        dtypes = tuple(d for d in DTYPES if d in entry.dtypes)
+        dtypes = entry_dtypes(entry)
         for other in set(entry.dtypes) - set(DTYPES):
             result.dtypes_left_out[other] += 1
         if not dtypes:
