@@ -183,6 +183,9 @@ def to_numpy(torch: Any, tensor: Any) -> tuple[str, np.ndarray]:
         t = t.cpu()
     if name == "bfloat16":
         t = t.float()
+    for lazy in ("resolve_conj", "resolve_neg"):  # torch's lazy conjugate/negative views
+        if hasattr(t, lazy):
+            t = getattr(t, lazy)()
     return name, np.array(t.numpy(), copy=True)
 
 
