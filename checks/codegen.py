@@ -9,7 +9,7 @@ import numpy as np
 
 from .runtime.literals import LiteralVisitor, walk_literal
 from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Recipe, Scalar
-from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES, decode_array, make_array
+from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES, PART_DTYPES, decode_array, make_array
 
 LITERAL_LIMIT = 64
 BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/",
@@ -29,8 +29,7 @@ def number(value: Any, dtype: str) -> str:
     if dtype == "bool":
         return "True" if value else "False"
     if dtype in COMPLEX_DTYPES:
-        part = "float32" if dtype == "complex64" else "float64"
-        return complex_source(complex(value).real, complex(value).imag, part)
+        return complex_source(complex(value).real, complex(value).imag, PART_DTYPES[dtype])
     if dtype not in FLOAT_DTYPES:
         return str(int(value))
     value = float(value)
@@ -64,6 +63,8 @@ def nested(arr: np.ndarray, dtype: str) -> str:
 def _dtype_kw(dtype: str, default: str = "float32", float_dtype: str | None = None) -> str:
     if float_dtype is not None and dtype in FLOAT_DTYPES:
         return f", dtype={float_dtype}"
+    if float_dtype is not None and dtype in COMPLEX_DTYPES:  # complex64 with float32
+        return f", dtype={float_dtype}.to_complex()"
     return "" if dtype == default else f", dtype=torch.{dtype}"
 
 
@@ -160,6 +161,8 @@ class LiteralWriter(LiteralVisitor[str]):
     def visit_dtype(self, name: str) -> str:
         if self.float_dtype is not None and name in FLOAT_DTYPES:
             return self.float_dtype
+        if self.float_dtype is not None and name in COMPLEX_DTYPES:
+            return f"{self.float_dtype}.to_complex()"
         return f"{self.module}.{name}"
 
     def visit_size(self, dims: list[int]) -> str:

@@ -82,3 +82,12 @@ def test_complex_and_low_precision_tensors_are_written_as_the_runtime_makes_them
         expected = torch.from_numpy(make_array(recipe, dtype, shape)).to(made.dtype)
         assert torch.equal(made, expected), expr
     assert "j)" in tensor_expr(recipe, "complex64", [2], False)
+
+
+def test_the_float64_variant_widens_complex_to_complex128() -> None:
+    recipe = {"kind": "uniform", "low": -1.0, "high": 1.0, "seed": 2}
+    expr = tensor_expr(recipe, "complex64", [2], False, float_dtype="dtype")
+    assert "dtype=dtype.to_complex()" in expr
+    for dtype, made in ((torch.float64, torch.complex128), (torch.float32, torch.complex64)):
+        assert eval(expr, {"torch": torch, "dtype": dtype}).dtype == made
+    assert literal({"dtype": "complex128"}, {}, float_dtype="dtype") == "dtype.to_complex()"

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 COMPLEX_DTYPES = ("complex64", "complex128")
 INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
+PART_DTYPES = {"complex64": "float32", "complex128": "float64"}  # of the real and imaginary
 DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES + INT_DTYPES + ("bool",)  # every dtype a Program carries
 # The largest finite value of each low-precision dtype: a drawn range is clipped to it.
 FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895e38}
