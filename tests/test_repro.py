@@ -249,7 +249,7 @@ def test_a_real_float32_problem_is_claimed_and_exits_1(planted: dict[str, Any],
 
 def test_bugs_in_one_dtype_only_are_found_with_verified_repros(tmp_path: Path) -> None:
     report = _check(tmp_path, (FIXTURES / "dtype_bugs_prelude.py").read_text(),
-                    "dtype_bugs_specs.py", "*", timeout=30)
+                    "dtype_bugs_specs.py", "*", "--shrink-seconds", "5", timeout=30)
     by_op: dict[str, list[dict[str, Any]]] = {}
     for finding in report["findings"]:
         by_op.setdefault(finding["op"], []).append(finding)
