@@ -162,3 +162,8 @@ def test_exploration_counts_what_free_and_steered_draws_exercise(tmp_path: Path)
     assert data["specs"] == 1 and free["failed"] == steered["failed"] == {}
     assert free["drawn"] < free["seen"] and steered["drawn"] == steered["seen"]
     assert steered["specs_missing"] == 0 and list(free["missed"]) == ["reductions.var_std"]
+
+
+    assert data["entry_dtype_pairs_drawable"] > data["entries_with_a_spec"]
+    assert 1 <= data["draw"]["entry_dtype_pairs_exercised"] <= len(
+        data["draw"]["dtypes_drawn"]["opinfo.abs"])
