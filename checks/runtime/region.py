@@ -193,8 +193,26 @@ def _replay_region(torch: Any, program: Program, hooks: Hooks,
                                              hooks.device, probes=probes))
     except Exception as exc:
         observations["backward"] = backward_error(exc, None)
+    _none_as_eager(torch, program, hooks, observations)
     observations.update(note("region"))
     return observations
+
+
+def _none_as_eager(torch: Any, program: Program, hooks: Hooks,
+                   observations: Observations) -> None:
+    """A compiled region is one autograd node, so every tensor it takes gets a gradient:
+    zeros where no output depends on it, where the program's own graph gives None. Which
+    gradients are None is the graph's shape, not a value the region computes: the
+    call-by-call replay says, and a gradient of zeros there becomes None (any other value
+    stays, to be judged)."""
+    zeros = [k for k, obs in observations.items() if k.startswith("grad:")
+             and obs.get("t") == "tensor" and not obs["data"].any()]
+    if not zeros:
+        return
+    eager = replay(torch, program, Hooks(hooks.overrides, hooks.wrap, hooks.device))
+    for key in zeros:
+        if eager.get(key) == {"t": "value", "value": None}:
+            observations[key] = eager[key]
 
 
 def _run_region(torch: Any, program: Program, hooks: Hooks, built: dict[str, Any],
