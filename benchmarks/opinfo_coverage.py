@@ -7,7 +7,9 @@ spec's declared ``ops`` is ``torch.<name>``, ``torch.Tensor.<name>`` or the entr
 target; by the OpInfo specs when a spec was made for one of its entries. ``--draw N`` also
 draws N programs from every OpInfo spec on the reference alone (no candidate) and counts the
 specs that drew a call, those whose draws held no usable sample, and those whose drawing
-failed, with the top reasons. ``--json FILE`` writes the figures.
+failed, with the top reasons, and the (entry, dtype) pairs exercised: a drawn call whose
+inputs had that dtype (every pair a spec can draw is "drawable": each dtype the entry declares
+for the CPU that the Program format carries). ``--json FILE`` writes the figures.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from checks.engine import draw_programs
 from checks.opinfo import adapter
-from checks.opinfo.specs import catalog
+from checks.opinfo.specs import catalog, entry_dtypes
 from checks.spec import Spec, library_specs
 
 
@@ -37,11 +39,17 @@ def sweep(specs: list[Spec], n: int) -> dict[str, Any]:
     drew, empty, failed = list[str](), list[str](), Counter[str]()
     examples: dict[str, str] = {}
     failures: list[str] = []
+    pairs: dict[str, list[str]] = {}  # spec -> the input dtypes of its drawn calls
     for spec in specs:
         calls: list[int] = []
+        dtypes: set[str] = set()
 
-        def visit(program: dict[str, Any], ref: Any, calls: list[int] = calls) -> None:
+        def visit(program: dict[str, Any], ref: Any, calls: list[int] = calls,
+                  dtypes: set[str] = dtypes) -> None:
             calls.append(sum(node["op"] != "input" for node in program["nodes"]))
+            if calls[-1]:
+                dtypes.update(node["dtype"] for node in program["nodes"]
+                              if node["op"] == "input")
 
         try:
             draw_programs(spec, n, 0, visit)
@@ -53,11 +61,12 @@ def sweep(specs: list[Spec], n: int) -> dict[str, Any]:
             continue
         if any(calls):
             drew.append(spec.name)
+            pairs[spec.name] = sorted(dtypes)
         else:
             empty.append(spec.name)
     return {"drew_a_call": len(drew), "drew_specs": drew, "no_usable_sample": len(empty),
             "empty_specs": empty, "failed": dict(failed), "failed_examples": examples,
-            "failures": failures}
+            "failures": failures, "dtypes_drawn": pairs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,6 +96,8 @@ def main(argv: list[str] | None = None) -> int:
         "dtypes_left_out": dict(made.dtypes_left_out.most_common()),
         "names_library": len(library), "names_opinfo": len(opinfo),
         "names_either": len(library | opinfo),
+        "entry_dtype_pairs_drawable": sum(len(entry_dtypes(e)) for e in data.entries
+                                          if f"opinfo.{e.key}" in spec_entries),
     }
     names = len(data.names)
     print(f"op_db: {data.total} entries, {names} distinct op names (loaded in {load_s:.1f} s)")
@@ -97,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  {count:4d}  {reason}")
     left = ", ".join(f"{d} {c}" for d, c in made.dtypes_left_out.most_common(6))
     print(f"CPU dtypes not drawn yet (entries declaring them): {left}")
+    print(f"(entry, dtype) pairs drawable: {figures['entry_dtype_pairs_drawable']}")
     for label, key in (("library specs", "names_library"), ("OpInfo specs", "names_opinfo"),
                        ("either", "names_either")):
         print(f"op names covered by {label}: {figures[key]} of {names} "
@@ -119,6 +131,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"op names whose OpInfo specs drew a call: {len(drawn)} of {names} "
               f"({100 * len(drawn) / names:.1f}%); with the library's: "
               f"{len(drawn | library)} ({100 * len(drawn | library) / names:.1f}%)")
+        declared = {f"opinfo.{e.key}": set(entry_dtypes(e)) for e in data.entries}
+        chosen_pairs = sum(len(declared[s.name]) for s in chosen if s.name in declared)
+        exercised = sum(len(declared[name] & set(dtypes))
+                        for name, dtypes in swept["dtypes_drawn"].items() if name in declared)
+        swept["entry_dtype_pairs_exercised"] = exercised
+        print(f"(entry, dtype) pairs exercised by these draws: {exercised} of {chosen_pairs} "
+              f"drawable ({100 * exercised / max(chosen_pairs, 1):.1f}%)")
         for kind, example in swept["failed_examples"].items():
             print(f"  {swept['failed'][kind]:4d}  {example}")
     if args.json:

@@ -9,7 +9,7 @@ import numpy as np
 
 from .runtime.literals import LiteralVisitor, walk_literal
 from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Recipe, Scalar
-from .runtime.values import FLOAT_DTYPES, decode_array, make_array
+from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES, PART_DTYPES, decode_array, make_array
 
 LITERAL_LIMIT = 64
 BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/",
@@ -28,6 +28,8 @@ INPLACE = {f"__i{name[2:]}": op for name, op in BINARY.items() if name in
 def number(value: Any, dtype: str) -> str:
     if dtype == "bool":
         return "True" if value else "False"
+    if dtype in COMPLEX_DTYPES:
+        return complex_source(complex(value).real, complex(value).imag, PART_DTYPES[dtype])
     if dtype not in FLOAT_DTYPES:
         return str(int(value))
     value = float(value)
@@ -42,6 +44,16 @@ def number(value: Any, dtype: str) -> str:
     return text
 
 
+def complex_source(real: float, imag: float, part: str = "float64") -> str:
+    """``(1.5-2.0j)``; ``complex(float("nan"), -0.0)`` where a part is not finite or a zero
+    whose sign the sum would lose. ``part`` is the dtype of each part (its shortest digits)."""
+    re_text, im_text = number(real, part), number(imag, part)
+    if not (np.isfinite(real) and np.isfinite(imag)) or real == 0 or imag == 0:
+        return f"complex({re_text}, {im_text})"
+    sign = "-" if im_text.startswith("-") else "+"
+    return f"({re_text}{sign}{im_text.lstrip('-')}j)"
+
+
 def nested(arr: np.ndarray, dtype: str) -> str:
     if arr.ndim == 0:
         return number(arr.item(), dtype)
@@ -51,6 +63,8 @@ def nested(arr: np.ndarray, dtype: str) -> str:
 def _dtype_kw(dtype: str, default: str = "float32", float_dtype: str | None = None) -> str:
     if float_dtype is not None and dtype in FLOAT_DTYPES:
         return f", dtype={float_dtype}"
+    if float_dtype is not None and dtype in COMPLEX_DTYPES:  # complex64 with float32
+        return f", dtype={float_dtype}.to_complex()"
     return "" if dtype == default else f", dtype=torch.{dtype}"
 
 
@@ -79,6 +93,8 @@ def tensor_expr(recipe: Recipe, dtype: str, shape: list[int], grad: bool,
             and dtype in FLOAT_DTYPES:
         gen = (f"np.random.default_rng({recipe['seed']}).uniform({recipe['low']}, "
                f"{recipe['high']}, {tuple(shape)})")
+        if dtype == "bfloat16" and float_dtype is None:  # through float32, as the runtime
+            return f"torch.tensor({gen}, dtype=torch.float32).to(torch.bfloat16){suffix}"
         return f"torch.tensor({gen}{_dtype_kw(dtype, 'float64', float_dtype)}{grad_kw})"
     return f"torch.tensor({nested(arr, dtype)}{kw}{grad_kw})"
 
@@ -130,6 +146,9 @@ class LiteralWriter(LiteralVisitor[str]):
     def visit_float(self, text: str) -> str:
         return f"float({text!r})"
 
+    def visit_complex(self, real: float, imag: float) -> str:
+        return complex_source(real, imag)
+
     def visit_slice(self, parts: list[str | None]) -> str:
         if self.in_index:
             texts = [p or "" for p in parts]
@@ -142,6 +161,8 @@ class LiteralWriter(LiteralVisitor[str]):
     def visit_dtype(self, name: str) -> str:
         if self.float_dtype is not None and name in FLOAT_DTYPES:
             return self.float_dtype
+        if self.float_dtype is not None and name in COMPLEX_DTYPES:
+            return f"{self.float_dtype}.to_complex()"
         return f"{self.module}.{name}"
 
     def visit_size(self, dims: list[int]) -> str:

@@ -84,7 +84,13 @@ def _compare_errors(ref: dict[str, Any], cand: dict[str, Any]) -> Mismatch | Non
 
 def _compare_values(ref: Any, cand: Any, rtol: float | None, atol: float | None
                     ) -> Mismatch | None:
-    if isinstance(ref, float) or isinstance(cand, float):
+    ref, cand = _plain_complex(ref), _plain_complex(cand)
+    if isinstance(ref, complex) and isinstance(cand, complex):
+        r, a = tolerance("complex128", rtol, atol) if rtol is not None else (1.3e-6, 1e-5)
+        both_nan = np.isnan(ref) and np.isnan(cand)
+        if both_nan or ref == cand or abs(ref - cand) <= a + r * abs(ref):
+            return None
+    elif isinstance(ref, float) or isinstance(cand, float):
         if isinstance(ref, (int, float)) and isinstance(cand, (int, float)):
             r, a = tolerance("float64", rtol, atol) if rtol is not None else (1.3e-6, 1e-5)
             if (np.isnan(ref) and np.isnan(cand)) or abs(ref - cand) <= a + r * abs(ref):
@@ -92,6 +98,13 @@ def _compare_values(ref: Any, cand: Any, rtol: float | None, atol: float | None
     elif ref == cand:
         return None
     return Mismatch("value", f"reference gives {ref!r:.80}, candidate {cand!r:.80}")
+
+
+def _plain_complex(value: Any) -> Any:
+    """An observed complex scalar (``{"complex": [re, im]}``) as a Python complex."""
+    if isinstance(value, dict) and "complex" in value:
+        return complex(*(float(part) for part in value["complex"]))
+    return value
 
 
 def compare_tensors(ref: dict[str, Any], cand: dict[str, Any],

@@ -16,7 +16,15 @@ from typing import Any
 
 import numpy as np
 
-from .runtime.values import dtype_name, encode_array, numpy_dtype
+from .runtime.values import (
+    COMPLEX_DTYPES,
+    DTYPES,
+    FLOAT_DTYPES,
+    dtype_name,
+    encode_array,
+    finite_range,
+    numpy_dtype,
+)
 
 _CURRENT: contextvars.ContextVar[DrawContext | None] = contextvars.ContextVar(
     "alignbot_draw", default=None
@@ -194,6 +202,8 @@ class Nothing(Generator):
 class RandomDtype(Generator):
     def __init__(self, names: Sequence[str]) -> None:
         self.names = tuple(names) or ("float32", "float64")
+        for name in self.names:
+            _check_dtype(name)
 
     def draw(self, ctx: DrawContext) -> Any:
         import torch  # the reference; dtypes reach the tracer as real objects
@@ -222,17 +232,18 @@ class RandomTensor(Generator):
         shape = self._draw_shape(ctx)
         dtype = resolve(self._dtype)
         dtype_name = dtype if isinstance(dtype, str) else str(dtype).rsplit(".", 1)[-1]
-        low, high = float(resolve(self._low)), float(resolve(self._high))
+        low, high = finite_range(dtype_name, float(resolve(self._low)),
+                                 float(resolve(self._high)))
         recipe: dict[str, Any] = {"kind": "uniform", "low": low, "high": high,
                                   "seed": ctx.draw_int(0, 2**31 - 1)}
-        floating = dtype_name in ("float16", "bfloat16", "float32", "float64")
+        floating = dtype_name in FLOAT_DTYPES
         if floating and self._specials:
             pick = ctx.draw_int(0, 3 + len(self._specials))
             if pick > 3:
                 recipe["specials"] = list(SPECIAL_SETS[self._specials[pick - 4]])
         if ctx.tracer is None:
             raise DslError("random_tensor() was resolved outside of a traced spec")
-        grad = bool(resolve(self._requires_grad)) and floating
+        grad = bool(resolve(self._requires_grad)) and differentiable(dtype_name)
         return ctx.tracer.input(shape, dtype_name, recipe, grad)
 
     def _draw_shape(self, ctx: DrawContext) -> list[int]:
@@ -293,8 +304,18 @@ class LiteralTensor(RandomTensor):
         if ctx.tracer is None:
             raise DslError("literal_tensor() was resolved outside of a traced spec")
         recipe = {"kind": "literal", "array": encode_array(self._array)}
-        grad = self._grad and self._dtype_name in ("float16", "bfloat16", "float32", "float64")
+        grad = self._grad and differentiable(self._dtype_name)
         return ctx.tracer.input(list(self._array.shape), self._dtype_name, recipe, grad)
+
+
+def differentiable(dtype: str) -> bool:
+    """Autograd works on floating and complex tensors."""
+    return dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES
+
+
+def _check_dtype(name: Any) -> None:
+    if isinstance(name, str) and name not in DTYPES:
+        raise DslError(f"unknown dtype {name!r}; use one of {', '.join(DTYPES)}")
 
 
 def random(low: Any = 0.0, high: Any = 1.0) -> Generator:
@@ -336,6 +357,7 @@ def random_tensor(ndim: Any = None, dim0: Any = None, dim1: Any = None, dim2: An
         raise DslError(f"random_tensor(ndim={ndim}) was given dim{max(dims)}")
     if math.isnan(float(low)) if isinstance(low, (int, float)) else False:
         raise DslError("random_tensor(low=nan)")
+    _check_dtype(dtype)
     return RandomTensor(ndim, dims, shape, low, high, dtype, requires_grad, specials)
 
 
@@ -343,4 +365,5 @@ def literal_tensor(values: Any, dtype: str | None = None, requires_grad: bool = 
     """A tensor input with exactly these values (an array or nested lists); ``dtype`` by name,
     the array's own by default. Nothing is drawn: for values a spec already has, such as the
     sample inputs of PyTorch's OpInfo database."""
+    _check_dtype(dtype)
     return LiteralTensor(values, dtype, requires_grad)

@@ -13,7 +13,7 @@ from .minimized import Minimized
 from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
 from .program import Program
 from .report_types import Evidence
-from .runtime.values import FLOAT_DTYPES
+from .runtime.values import FLOAT_DTYPES, PART_DTYPES
 from .shrink import Shrinker
 from .simplify import Simplifier
 from .spec import Spec
@@ -100,7 +100,8 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
         verdict = triage(program, current, ref, cand, oracles, spec.rtol, spec.atol)
     mode, claim, expected = _mode(current.kind, verdict.verdict)
     obs = ref.get(current.key) or {}
-    dtype = obs.get("dtype", "float32") if obs.get("dtype") in FLOAT_DTYPES else "float32"
+    dtype = str(obs.get("dtype", "float32"))
+    dtype = dtype if dtype in FLOAT_DTYPES else PART_DTYPES.get(dtype, "float32")
     reference_only, alone_code, alone_output = repros.reference_only(
         program, current, mode, claim, rtol, atol, dtype=dtype,
         declared_invalid=bool(program.get("expect_raise")))

@@ -172,7 +172,38 @@ def body(program: Program, finding: Finding, hooked: bool = False, device: bool 
     if assigned and not any(re.search(rf"\b{assigned[1]}\b", r) for r in returns):
         # the result is not what is compared (an in-place call's): call, do not name it
         lines[-1:] = [] if assigned[2].isidentifier() else [assigned[2]]
-    return lines + returns, value_kind
+    return [piece for line in lines + returns for piece in fold(line, LINE_LIMIT - 4)], \
+        value_kind
+
+
+def fold(line: str, limit: int) -> list[str]:
+    """``line`` broken after commas inside brackets (never inside a string) into lines of at
+    most ``limit`` characters where it can be; continuation lines are indented 4 more."""
+    if len(line) <= limit:
+        return [line]
+    pieces: list[str] = []
+    start, cut, depth, quote = 0, -1, 0, ""
+    for index, char in enumerate(line):
+        if quote:
+            quote = "" if char == quote and line[index - 1] != "\\" else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#":  # a comment: nothing after it may be broken
+            break
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+        elif char == "," and depth > 0:
+            cut = index + 1
+        width = index - start + (4 if pieces else 0)
+        if width >= limit and cut > start:
+            pieces.append(line[start:cut].rstrip())
+            start, cut = cut, -1
+            while start < len(line) and line[start] == " ":
+                start += 1
+    pieces.append(line[start:])
+    return [pieces[0]] + ["    " + piece for piece in pieces[1:]]
 
 
 def _in_prelude(prelude: str, name: str) -> bool:

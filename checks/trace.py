@@ -140,6 +140,8 @@ class Tracer:
             return value
         if isinstance(value, float):
             return value if math.isfinite(value) else {"float": repr(value)}
+        if isinstance(value, complex):
+            return {"complex": [repr(value.real), repr(value.imag)]}
         if isinstance(value, self.torch.Size):
             return {"size": [int(v) for v in value]}
         if isinstance(value, tuple):
@@ -369,7 +371,7 @@ def _operator(name: str) -> Callable[..., Any]:
     return method
 
 
-for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__", "__rdiv__",
               "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
               "__rmod__", "__matmul__", "__rmatmul__", "__pow__", "__rpow__", "__neg__",
               "__pos__", "__abs__", "__invert__", "__and__", "__rand__", "__or__", "__ror__",

@@ -34,7 +34,7 @@ from .oracle import (
 from .program import Observations, Program, is_call
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
-from .runtime.values import FLOAT_DTYPES
+from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES
 
 if TYPE_CHECKING:  # report_types names Verdict
     from .report_types import Evidence, Side
@@ -48,7 +48,10 @@ MULTIPLIER = 2.0
 NOISE_ULPS = 16
 NOISE_RELATIVE = 1e-12
 INDEPENDENT = ("reference-float64", "candidate-float64", "finite-differences", "numpy")
-EPS = {"float16": 9.77e-4, "bfloat16": 7.81e-3, "float32": 1.19e-7, "float64": 2.22e-16}
+EPS = {"float16": 9.77e-4, "bfloat16": 7.81e-3, "float32": 1.19e-7, "float64": 2.22e-16,
+       "complex64": 1.19e-7, "complex128": 2.22e-16}
+WIDE = {**{name: "float64" for name in FLOAT_DTYPES},
+        **{name: "complex128" for name in COMPLEX_DTYPES}}  # what to_float64 computes in
 
 
 class Verdict(StrEnum):
@@ -66,12 +69,13 @@ class Triage:
 
 
 def to_float64(program: Program) -> Program:
-    """The same program computed in float64: floating inputs, dtype arguments and modules."""
+    """The same program computed in float64 (complex128 for complex): floating and complex
+    inputs, dtype arguments and modules."""
     out = copy.deepcopy(program)
     nodes = []
     for node in out["nodes"]:
-        if node["op"] == "input" and node["dtype"] in FLOAT_DTYPES:
-            node["dtype"] = "float64"
+        if node["op"] == "input" and node["dtype"] in WIDE:
+            node["dtype"] = WIDE[node["dtype"]]
         if is_call(node):
             node["args"] = _widen(node["args"])
             node["kwargs"] = _widen(node["kwargs"])
@@ -88,15 +92,21 @@ def _widen(value: Any) -> Any:
     if isinstance(value, list):
         return [_widen(v) for v in value]
     if isinstance(value, dict):
-        if value.get("dtype") in FLOAT_DTYPES and len(value) == 1:
-            return {"dtype": "float64"}
+        name = value.get("dtype")
+        if isinstance(name, str) and name in WIDE and len(value) == 1:
+            return {"dtype": WIDE[name]}
         return {k: _widen(v) for k, v in value.items()}
     return value
 
 
+def widened(data: Any) -> np.ndarray:
+    """An observed array in float64, or complex128 when it is complex (keeping both parts)."""
+    arr = np.asarray(data)
+    return arr.astype(np.complex128 if arr.dtype.kind == "c" else np.float64)
+
+
 def rmse(expected: np.ndarray, actual: np.ndarray) -> float:
-    exp = np.asarray(expected, dtype=np.float64)
-    act = np.asarray(actual, dtype=np.float64)
+    exp, act = widened(expected), widened(actual)
     if exp.shape != act.shape:
         return math.inf
     if exp.size == 0:
@@ -106,7 +116,7 @@ def rmse(expected: np.ndarray, actual: np.ndarray) -> float:
         diff = np.where(same, 0.0, exp - act)
     if not np.isfinite(diff).all():
         return math.inf
-    return float(np.sqrt(np.mean(diff * diff)))
+    return float(np.sqrt(np.mean(np.abs(diff) ** 2)))
 
 
 def oracle_observations(program: Program, candidate: CandidateProcess,
@@ -178,8 +188,8 @@ def triage(program: Program, finding: Finding, ref: Observations, cand: Observat
         if decided is not None:
             return decided
     if _is_tensor(ref_obs) and _is_tensor(cand_obs) and ref_obs is not None \
-            and cand_obs is not None and ref_obs["dtype"] == "float64" \
-            and cand_obs["dtype"] == "float64" and finding.kind is not Kind.SHAPE:
+            and cand_obs is not None and ref_obs["dtype"] in ("float64", "complex128") \
+            and cand_obs["dtype"] == ref_obs["dtype"] and finding.kind is not Kind.SHAPE:
         exact = oracles.get("numpy", {}).get(key)
         noise = _float64_noise(ref_obs, cand_obs, exact if _is_tensor(exact) else None,
                                evidence)
@@ -212,7 +222,7 @@ def _numeric(ref: dict[str, Any], cand: dict[str, Any], wide: dict[str, Any],
     truth = wide["data"]
     ref_err, cand_err = rmse(truth, ref["data"]), rmse(truth, cand["data"])
     finite = truth[np.isfinite(truth)] if truth.size else truth
-    scale = float(np.sqrt(np.mean(finite.astype(np.float64) ** 2))) if finite.size else 0.0
+    scale = _rms(finite)
     floor = tolerance(dtype, None, atol)[1] / 10 + 4 * EPS[dtype] * scale
     evidence.update({"reference_rmse_vs_float64": ref_err,
                      "candidate_rmse_vs_float64": cand_err, "multiplier": MULTIPLIER,
@@ -295,12 +305,10 @@ def _float64_noise(ref: dict[str, Any], cand: dict[str, Any], exact: dict[str, A
                    evidence: Evidence) -> Triage | None:
     """Two float64 results that differ by rounding only: within NOISE_RELATIVE of each
     other, or both within NOISE_ULPS rounding steps of an independent (NumPy) value."""
-    ref_data = np.asarray(ref["data"], dtype=np.float64)
-    cand_data = np.asarray(cand["data"], dtype=np.float64)
+    ref_data, cand_data = widened(ref["data"]), widened(cand["data"])
     if ref_data.shape != cand_data.shape:
         return None
-    finite = ref_data[np.isfinite(ref_data)]
-    scale = float(np.sqrt(np.mean(finite ** 2))) if finite.size else 0.0
+    scale = _rms(ref_data[np.isfinite(ref_data)])
     if scale == 0.0:
         return None
     apart = rmse(ref_data, cand_data) / scale
@@ -318,6 +326,11 @@ def _float64_noise(ref: dict[str, Any], cand: dict[str, Any], exact: dict[str, A
     # Both sides within NOISE_ULPS of NumPy would put them within NOISE_RELATIVE of each
     # other, decided above; here NumPy replaces the reference's own float64 run as the truth.
     return None
+
+
+def _rms(finite: np.ndarray) -> float:
+    """The root mean square magnitude of finite values (real or complex); 0 for none."""
+    return float(np.sqrt(np.mean(np.abs(widened(finite)) ** 2))) if finite.size else 0.0
 
 
 def _ratio(worse: float, better: float) -> str:

@@ -129,3 +129,6 @@ def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
     assert data["names_library"] <= data["names_either"] <= data["op_names"]
     assert data["names_opinfo"] <= data["names_either"]
     assert data["draw"]["drew_a_call"] == 1 and data["draw"]["failed"] == {}
+    assert data["entry_dtype_pairs_drawable"] > data["entries_with_a_spec"]
+    assert 1 <= data["draw"]["entry_dtype_pairs_exercised"] <= len(
+        data["draw"]["dtypes_drawn"]["opinfo.abs"])

@@ -68,3 +68,26 @@ def test_generated_code_matches_the_replayed_program(name: str,
             value = namespace[node["id"]].detach().numpy()
             assert value.shape == tuple(obs["shape"])
             np.testing.assert_allclose(value, obs["data"], rtol=1e-6, atol=1e-6)
+
+
+def test_complex_and_low_precision_tensors_are_written_as_the_runtime_makes_them() -> None:
+    from checks.runtime.values import make_array
+
+    recipe = {"kind": "uniform", "low": -2.0, "high": 2.0, "seed": 5}
+    for dtype, shape in (("complex64", [2, 3]), ("complex128", [3]), ("float16", [4]),
+                         ("bfloat16", [2, 2]), ("bfloat16", [9, 9]), ("uint8", [3])):
+        expr = tensor_expr(recipe, dtype, shape, False)
+        made = eval(expr, {"torch": torch, "np": np})
+        assert made.dtype == getattr(torch, dtype), expr
+        expected = torch.from_numpy(make_array(recipe, dtype, shape)).to(made.dtype)
+        assert torch.equal(made, expected), expr
+    assert "j)" in tensor_expr(recipe, "complex64", [2], False)
+
+
+def test_the_float64_variant_widens_complex_to_complex128() -> None:
+    recipe = {"kind": "uniform", "low": -1.0, "high": 1.0, "seed": 2}
+    expr = tensor_expr(recipe, "complex64", [2], False, float_dtype="dtype")
+    assert "dtype=dtype.to_complex()" in expr
+    for dtype, made in ((torch.float64, torch.complex128), (torch.float32, torch.complex64)):
+        assert eval(expr, {"torch": torch, "dtype": dtype}).dtype == made
+    assert literal({"dtype": "complex128"}, {}, float_dtype="dtype") == "dtype.to_complex()"

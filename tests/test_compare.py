@@ -80,3 +80,20 @@ def test_plain_values_compare_by_equality_and_floats_by_closeness() -> None:
     assert compare({"t": "value", "value": [2, 3]}, {"t": "value", "value": [2, 3]}) is None
     assert compare({"t": "value", "value": [2, 3]}, {"t": "value", "value": [3, 2]}) is not None
     assert compare({"t": "value", "value": 1.0}, {"t": "value", "value": 1.0 + 1e-9}) is None
+
+
+def test_complex_values_compare_both_parts() -> None:
+    ref = _t([1 + 1j, 2 - 1j], "complex64")
+    assert compare(ref, _t([1 + 1j, 2 - 1j + 1e-7j], "complex64")) is None
+    wrong = compare(ref, _t([1 + 1j, 2 + 1j], "complex64"))
+    assert wrong is not None and wrong.max_abs == 2.0
+    scalar = {"t": "value", "value": {"complex": ["1.0", "2.0"]}}
+    assert compare(scalar, {"t": "value", "value": {"complex": ["1.0", "2.0000001"]}}) is None
+    assert compare(scalar, {"t": "value", "value": {"complex": ["1.0", "-2.0"]}}) is not None
+
+
+def test_low_precision_uses_its_own_tolerance() -> None:
+    ref = _t([1.0, 2.0], "float16")
+    assert compare(ref, _t([1.0, 2.001], "float16")) is None  # within float16's 1e-3
+    assert compare(_t([1.0, 2.0]), _t([1.0, 2.001])) is not None  # not within float32's
+    assert compare(_t([1.0], "bfloat16"), _t([1.0078125], "bfloat16")) is None

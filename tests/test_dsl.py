@@ -159,3 +159,32 @@ def test_literal_tensor_carries_its_values_and_draws_nothing() -> None:
     assert scalar["shape"] == []  # a 0-d array stays 0-d
     assert ref["v0"]["data"].tolist() == [[1.5, -2.0], [0.0, 3.25]]
     assert program["backward"] is not None
+
+
+def test_every_carried_dtype_is_drawable_and_unknown_names_are_refused() -> None:
+    import torch
+
+    from checks.runtime.values import DTYPES
+
+    for number, name in enumerate(DTYPES):
+        assert _draw(random_dtype(*DTYPES), [number])[0] is getattr(torch, name)
+    with pytest.raises(DslError, match="unknown dtype 'float17'"):
+        random_dtype("float32", "float17")
+    with pytest.raises(DslError, match="unknown dtype"):
+        random_tensor(dtype="complex32")
+
+
+def test_float16_ranges_stay_finite_and_complex_inputs_take_gradients() -> None:
+    def wide_half(torch: Any) -> Any:
+        return random_tensor(ndim=1, dim0=64, low=-1e6, high=1e6, dtype="float16") * 1
+
+    def complex_input(torch: Any) -> Any:
+        return random_tensor(ndim=1, dim0=8, low=-1, high=1, dtype="complex64").abs()
+
+    program, ref = trace_program(_spec(wide_half), DrawContext(choices=[]))
+    node = program["nodes"][0]
+    assert node["recipe"]["high"] == 65504.0 and np.isfinite(ref[node["id"]]["data"]).all()
+    program, ref = trace_program(_spec(complex_input), DrawContext(choices=[]))
+    data = ref[program["nodes"][0]["id"]]["data"]
+    assert data.dtype == np.complex64 and (data.imag != 0).any()
+    assert program["nodes"][0]["requires_grad"] and "grad:v0" in ref

@@ -26,7 +26,7 @@ SEEDS = (0, 1)
 MAX_INPUT_ELEMENTS = 1000  # the library must stay fast on a small CPU machine
 
 FAMILIES = ("activations", "convolution", "elementwise", "inplace", "interpolation", "linalg",
-            "losses", "normalization", "pooling", "reductions", "shape_ops")
+            "losses", "normalization", "pooling", "precision", "reductions", "shape_ops")
 
 
 def family(spec: Spec) -> str:
@@ -133,3 +133,15 @@ def test_library_agrees_with_the_reference(torch_candidate: CandidateProcess) ->
     result = check(library_specs(), torch_candidate, seed=1)
     assert result.programs_run == sum(s.n for s in library_specs())
     assert [f"{f.spec}: {f.kind.value} at {f.op}: {f.message}" for f in result.findings] == []
+
+
+def test_precision_specs_draw_low_precision_and_complex_dtypes() -> None:
+    dtypes: set[str] = set()
+
+    def visit(program: dict[str, Any], reference: dict[str, dict[str, Any]]) -> None:
+        dtypes.update(n["dtype"] for n in program["nodes"] if n["op"] == "input")
+
+    for spec in library_specs():
+        if family(spec) == "precision":
+            draw_programs(spec, spec.n, 0, visit)
+    assert {"float16", "bfloat16", "complex64", "complex128"} <= dtypes

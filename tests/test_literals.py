@@ -29,3 +29,17 @@ def test_a_nodes_refs_are_its_args_then_its_kwargs() -> None:
     assert node_refs({"id": "v0", "op": "input", "dtype": "float32", "shape": [],
                       "recipe": {"kind": "pattern", "pattern": "zeros"},
                       "requires_grad": False}) == []
+
+
+def test_a_complex_literal_decodes_and_renders_with_both_parts() -> None:
+    import torch
+
+    from checks.codegen import literal
+    from checks.runtime.values import decode_literal
+
+    value = {"complex": ["1.5", "-0.0"]}
+    decoded = decode_literal(torch, value, {})
+    assert decoded == complex(1.5, -0.0) and str(decoded.imag) == "-0.0"
+    assert literal(value, {}) == "complex(1.5, -0.0)"
+    assert eval(literal({"complex": ["nan", "2.0"]}, {})).imag == 2.0
+    assert literal({"complex": ["0.5", "-2.0"]}, {}) == "(0.5-2.0j)" and refs(value) == []

@@ -17,7 +17,7 @@ from checks.cli import main
 from checks.dsl import DrawContext
 from checks.engine import draw_programs, trace_program
 from checks.opinfo import adapter, opinfo_specs
-from checks.opinfo.specs import DTYPES, catalog
+from checks.opinfo.specs import DTYPES, SAMPLE_DRAWS, UNCOMPARED, catalog, entry_dtypes
 from checks.spec import Spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -42,7 +42,28 @@ def test_the_database_is_read_whole_and_named_entries_resolve() -> None:
     assert {"float32", "float64", "int64", "bool"} <= set(entries["add"].dtypes)
     assert entries["softmax"].autograd and entries["cat"].has_errors
     reasons = {s.reason for s in data.skipped}
-    assert "a test wrapper (lambda), not a public API" in reasons
+    assert "a test wrapper (lambda) that computes an argument" in reasons  # linalg.pinv
+
+
+def test_wrappers_dunders_and_random_ops_become_specs_that_say_what_they_compare() -> None:
+    data = adapter.database()
+    entries = {e.key: e for e in data.entries}
+    assert entries["einsum"].call is not None and entries["einsum"].call.positions == (1, 0)
+    assert (entries["mT"].target, entries["__radd__"].target) == (
+        "torch.Tensor.mT", "torch.Tensor.__radd__")
+    # op_db's rand_like wrapper calls randn_like: not counted as rand_like
+    assert "rand_like" not in entries and any(
+        s.name == "rand_like" and "torch.randn_like" in s.reason for s in data.skipped)
+    (cauchy, add) = specs_named("opinfo.cauchy", "opinfo.add")
+    assert cauchy.rtol == cauchy.atol == UNCOMPARED and add.rtol is None
+    assert "float16" in entries["cauchy"].dtypes and "float16" not in entry_dtypes(
+        entries["cauchy"])
+    for name in ("opinfo.einsum", "opinfo.mT", "opinfo.__rdiv__",
+                 "opinfo.polygamma.polygamma_n_0"):
+        calls: list[int] = []
+        draw_programs(specs_named(name)[0], 3, 0, lambda program, ref, calls=calls: calls.append(
+            sum(node["op"] != "input" for node in program["nodes"])))
+        assert any(calls), name
 
 
 def test_a_changed_database_fails_loudly_naming_what_changed(monkeypatch: Any) -> None:
@@ -82,7 +103,9 @@ def test_every_entry_with_a_carried_dtype_becomes_a_spec() -> None:
     assert len([n for n in names if not n.endswith(".errors")]) >= 550
     assert all(s.ops and s.ops[0].startswith("torch.") for s in made.specs)
     assert all(s.raises and not s.backward for s in made.specs if s.name.endswith(".errors"))
-    assert made.dtypes_left_out["float16"] > 0 and not set(DTYPES) & set(made.dtypes_left_out)
+    assert made.dtypes_left_out["complex32"] > 0 and not set(DTYPES) & set(made.dtypes_left_out)
+    by_name = {s.name: s for s in made.specs}
+    assert by_name["opinfo.mul"].n == max(SAMPLE_DRAWS, 12 + 2)  # every carried dtype, +2
 
 
 def test_ops_globs_select_opinfo_specs() -> None:
@@ -103,7 +126,7 @@ def test_programs_hold_the_samples_as_literal_inputs_and_one_call() -> None:
         assert call["target"] == "torch.softmax"
         dtypes.add(inputs[0]["dtype"])
         assert program["backward"] is not None
-    assert dtypes <= {"float32", "float64"}
+    assert dtypes <= {"float32", "float64", "float16", "bfloat16"}
 
 
 def test_the_same_seed_draws_the_same_programs_and_choices_redraw_them() -> None:
@@ -152,3 +175,17 @@ def test_opinfo_alone_leaves_the_library_out_unless_asked(capsys: Any) -> None:
 
     assert specs_run() == 2  # opinfo.abs and opinfo.tanh
     assert specs_run("--library") > 2  # and the library's tanh specs
+
+
+def test_every_declared_dtype_is_drawn_by_its_oneof_choice() -> None:
+    (spec,) = specs_named("opinfo.mul")
+    entry = next(e for e in adapter.database().entries if e.key == "mul")
+    carried = [d for d in DTYPES if d in entry.dtypes]
+    assert {"float16", "bfloat16", "complex64", "complex128", "uint8", "int8"} <= set(carried)
+    for index, dtype in enumerate(carried):  # choices: the program's seed, then the dtype
+        program, ref = trace_program(spec, DrawContext(choices=[0, index]))
+        inputs = [n for n in program["nodes"] if n["op"] == "input"]
+        assert inputs and inputs[0]["dtype"] == dtype
+        grads = [k for k in ref if k.startswith("grad:")]
+        assert bool(grads) == (dtype in entry.grad_dtypes), dtype
+        assert all(ref[k]["t"] == "tensor" for k in grads)

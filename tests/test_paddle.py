@@ -48,3 +48,20 @@ def test_paddle_compat_findings_are_real_and_named(paddle_run: Any) -> None:
                for f in result.findings)
     clean = {"softplus_scaled", "tanh_backward", "conv2d_clean", "leaky_relu_kwarg"}
     assert not [f for f in result.findings if f.spec.rsplit(".", 1)[-1] in clean]
+
+
+def test_dtypes_paddle_lacks_are_findings_and_complex_agrees() -> None:
+    from checks.spec import library_specs
+
+    specs = [s for s in library_specs()
+             if s.name in ("precision.softmax_low_precision", "precision.matmul_precision")]
+    with CandidateProcess(preset("paddle", python=PADDLE_PYTHON, timeout=60)) as candidate:
+        result = check(specs, candidate, seed=0)
+    assert result.programs_run == sum(s.n for s in specs)
+    errors = [f for f in result.findings if f.kind is Kind.CANDIDATE_ERROR]
+    assert errors and all(f.kind is Kind.CANDIDATE_ERROR for f in result.findings)
+    # Paddle 3.3.1 registers no CPU kernel for float16/bfloat16 softmax and matmul (nor for
+    # complex bmm); its complex mm and matmul agree
+    kernels = [f for f in errors if "is not registered" in f.message]
+    assert {f.op for f in kernels} >= {"torch.softmax", "torch.mm", "torch.bmm"}
+    assert all(f.op == "torch.bmm" or "DataType `complex" not in f.message for f in kernels)

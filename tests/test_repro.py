@@ -244,3 +244,19 @@ def test_a_real_float32_problem_is_claimed_and_exits_1(planted: dict[str, Any],
     monkeypatch.delenv("PYTHONPATH")
     code, status, output = _run(script, tmp_path / "real")
     assert code == 0 and status == {"status": "agree", "result": "float32 and float64 agree"}
+
+
+def test_bugs_in_one_dtype_only_are_found_with_verified_repros(tmp_path: Path) -> None:
+    report = _check(tmp_path, (FIXTURES / "dtype_bugs_prelude.py").read_text(),
+                    "dtype_bugs_specs.py", "*", timeout=30)
+    by_op: dict[str, list[dict[str, Any]]] = {}
+    for finding in report["findings"]:
+        by_op.setdefault(finding["op"], []).append(finding)
+    assert set(by_op) == {"torch.sigmoid", "torch.mul"}
+    assert {f["signature"].split()[1] for f in by_op["torch.sigmoid"]} == {"float16"}
+    assert {f["signature"].split()[1] for f in by_op["torch.mul"]} <= {"complex64",
+                                                                        "complex128"}
+    for number, finding in enumerate(report["findings"]):
+        assert finding["verdict"] == "candidate-bug", finding["verdict_reason"]
+        assert_good_repro(finding, tmp_path / str(number))
+    assert any("j)" in finding["repro"] for finding in by_op["torch.mul"])

@@ -229,3 +229,35 @@ def test_a_backward_bug_of_the_reference_is_caught_by_finite_differences(
     lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "-"],
                           input=script, capture_output=True, text=True)
     assert lint.returncode == 0, lint.stdout
+
+
+def _c(values: list[complex], dtype: str = "complex64") -> dict[str, Any]:
+    arr = np.asarray(values, dtype=dtype)
+    return {"t": "tensor", "dtype": dtype, "shape": list(arr.shape), "data": arr}
+
+
+def test_complex_results_are_measured_with_both_parts() -> None:
+    assert rmse(np.array([1 + 1j]), np.array([1 - 1j])) == 2.0
+    truth = _c([1 + 2j, 3 - 1j], "complex128")
+    # the candidate's imaginary parts are wrong: float64 alone would not see it
+    assert _judge(Kind.VALUE, _c([1 + 2j, 3 - 1j]), _c([1 - 2j, 3 + 1j]), truth) \
+        is Verdict.CANDIDATE_BUG
+    assert _judge(Kind.VALUE, _c([1 - 2j, 3 + 1j]), _c([1 + 2j, 3 - 1j]), truth) \
+        is Verdict.REFERENCE_SUSPECT
+    program = {"nodes": [{"id": "v0", "op": "input", "dtype": "complex64", "shape": [2],
+                          "recipe": {}},
+                         {"id": "v1", "op": "call", "target": "torch.ones", "args": [2],
+                          "kwargs": {"dtype": {"dtype": "complex64"}}}]}
+    wide = to_float64(program)
+    assert wide["nodes"][0]["dtype"] == "complex128"
+    assert wide["nodes"][1]["kwargs"]["dtype"] == {"dtype": "complex128"}
+
+
+def test_low_precision_rounding_is_noise_and_a_real_error_is_not() -> None:
+    truth = _t([0.1, 0.7], "float64")
+    half = np.asarray([0.1, 0.7], dtype=np.float16).astype(np.float32).tolist()
+    # one float16 rounding step apart, as two correct float16 kernels may be
+    assert _judge(Kind.VALUE, _t(half, "float16"), _t([half[0], half[1] + 4.9e-4], "float16"),
+                  truth) is Verdict.TOLERANCE_NOISE
+    assert _judge(Kind.VALUE, _t(half, "bfloat16"), _t([half[0], 0.75], "bfloat16"), truth) \
+        is Verdict.CANDIDATE_BUG

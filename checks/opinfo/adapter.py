@@ -21,10 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runtime import replay
+from .lambdas import Call, unwrap
 
 OP_DB_MODULE = "torch.testing._internal.common_methods_invocations"
 ENTRY_ATTRS = ("name", "variant_test_name", "op", "method_variant", "aten_name",
-               "supports_autograd", "supported_dtypes", "sample_inputs", "reference_inputs",
+               "supports_autograd", "supported_dtypes", "supported_backward_dtypes",
+               "sample_inputs", "reference_inputs",
                "reference_inputs_func", "error_inputs", "error_inputs_func",
                "has_nondeterministic_output")
 SAMPLE_ATTRS = ("input", "args", "kwargs")
@@ -52,8 +54,11 @@ class Entry:
     method: bool
     dtypes: tuple[str, ...]  # every dtype the entry declares for the CPU, sorted
     autograd: bool
+    grad_dtypes: tuple[str, ...]  # those its backward supports on the CPU, sorted
     has_errors: bool
     has_reference: bool
+    # How a test wrapper (a lambda) passes the sample to the API; None: as it comes
+    call: Call | None = None
 
     @property
     def key(self) -> str:
@@ -122,19 +127,26 @@ def database() -> Database:
             skipped.append(Skipped(info.name, info.variant_test_name, reason))
             continue
         assert isinstance(found, tuple)
-        dtypes = tuple(sorted(str(d).rsplit(".", 1)[-1] for d in info.supported_dtypes("cpu")))
         entries.append(Entry(info.name, info.variant_test_name, index, found[0], found[1],
-                             dtypes, bool(info.supports_autograd),
+                             _names(info.supported_dtypes("cpu")),
+                             bool(info.supports_autograd),
+                             _names(info.supported_backward_dtypes("cpu")),
                              info.error_inputs_func is not None,
-                             info.reference_inputs_func is not None))
+                             info.reference_inputs_func is not None,
+                             found[2] if len(found) > 2 else None))
     return Database(tuple(entries), tuple(skipped), len(raw),
                     frozenset(info.name for info in raw))
 
 
-def _target(torch: Any, info: Any) -> tuple[str, bool] | str:
-    """``(path, is_method)`` of the public API ``info.op`` is, or why there is none."""
+def _names(dtypes: Any) -> tuple[str, ...]:
+    return tuple(sorted(str(d).rsplit(".", 1)[-1] for d in dtypes))
+
+
+def _target(torch: Any, info: Any) -> tuple[str, bool] | tuple[str, bool, Call] | str:
+    """``(path, is_method)`` of the public API ``info.op`` is, with the :class:`Call` that
+    passes the sample on when ``info.op`` is a test wrapper; or why there is none."""
     fn = info.op
-    if any(part.startswith("_") for part in info.name.split(".")):
+    if any(part.startswith("_") and not _dunder(part) for part in info.name.split(".")):
         return "private op"
     names = list(dict.fromkeys((info.name, info.name.rsplit(".", 1)[-1], info.aten_name)))
     paths = [f"torch.{info.name}"] + [f"{prefix}.{name}" for prefix in PUBLIC_PREFIXES
@@ -150,8 +162,23 @@ def _target(torch: Any, info: Any) -> tuple[str, bool] | str:
     if type(fn).__name__ in ("OpOverload", "OpOverloadPacket"):
         return "aten operator (torch.ops), not a public API"
     if getattr(fn, "__name__", "") == "<lambda>":
-        return "a test wrapper (lambda), not a public API"
+        unwrapped = unwrap(fn)
+        if isinstance(unwrapped, str):
+            return f"a test wrapper (lambda) {unwrapped}"
+        called = unwrapped.target.rsplit(".", 1)[-1].rstrip("_")
+        if called not in (info.name.rsplit(".", 1)[-1], info.aten_name.rsplit(".", 1)[-1]):
+            return f"a test wrapper (lambda) that calls {unwrapped.target}, not its own op"
+        if called.startswith(("empty", "new_empty")):
+            return "uninitialized output"
+        if _lookup(torch, unwrapped.target) is None:
+            return "a test wrapper (lambda) around an API the replay cannot resolve"
+        return unwrapped.target, unwrapped.method, unwrapped
     return "callable is not a public torch API"
+
+
+def _dunder(name: str) -> bool:
+    """``__radd__``: a Python operator's method, public although it starts with ``_``."""
+    return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
 
 def _lookup(torch: Any, path: str) -> Any:

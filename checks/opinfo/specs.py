@@ -2,10 +2,11 @@
 inputs, every choice drawn through the DSL so a run is replayable and shrinkable.
 
 A draw picks, in this order: a dtype among the entry's CPU dtypes that the Program format
-carries (:data:`DTYPES`, the first is the one Hypothesis shrinks to), whether to take the
+carries (:data:`DTYPES`, through ``oneof`` so that exploration reaches every one; the first is
+the one Hypothesis shrinks to), whether to take the
 reference inputs (where the entry has them), a seed for the sample generator and a sample.
 The sample's tensors become ``literal`` inputs and its other arguments the call's literals.
-A sample that cannot be written as a Program (a complex scalar, a sparse tensor, an output the
+A sample that cannot be written as a Program (a complex32 or sparse tensor, an output the
 engine cannot observe) is left out of the pool before the draw picks from it.
 """
 
@@ -18,17 +19,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dsl import literal_tensor, random, random_bool
-from ..runtime.values import FLOAT_DTYPES, observe, to_numpy
+from ..dsl import differentiable, literal_tensor, oneof, random, random_bool, resolve
+from ..runtime.values import observe, to_numpy
 from ..spec import Spec
 from . import adapter
 from .adapter import Entry, Sample
 
-# Input dtypes the Program format carries today, in the order a draw prefers them.
-DTYPES = ("float32", "float64", "int64", "int32", "bool")
+# Input dtypes the Program format carries, in the order a draw prefers them (shrinks toward).
+DTYPES = ("float32", "float64", "int64", "int32", "bool", "float16", "bfloat16", "complex64",
+          "complex128", "uint8", "int8", "int16")
 MAX_ELEMENTS = 10_000  # per sample: its values travel in the Program as literals
 SEEDS = 2**16
 SAMPLE_DRAWS = 10
+UNCOMPARED = 1e300  # rtol and atol of a random op's spec: any two finite values agree
+LOW_PRECISION = ("float16", "bfloat16")
 ERROR_DRAWS = 5
 
 
@@ -74,7 +78,8 @@ def plan(sample: Sample) -> Plan:
             if id(value) not in seen:
                 seen[id(value)] = _tensor(torch, value)
             return seen[id(value)]
-        if value is None or value is Ellipsis or isinstance(value, (bool, int, float, str)):
+        if value is None or value is Ellipsis \
+                or isinstance(value, (bool, int, float, complex, str)):
             return value
         if isinstance(value, (torch.dtype, torch.device, torch.memory_format, torch.layout)):
             return value
@@ -103,7 +108,7 @@ def _tensor(torch: Any, tensor: Any) -> TensorValue:
         raise Unsupported(f"a {name} tensor")
     if tensor.numel() > MAX_ELEMENTS:
         raise Unsupported(f"a tensor of {tensor.numel()} elements")
-    grad = bool(tensor.requires_grad) and name in FLOAT_DTYPES
+    grad = bool(tensor.requires_grad) and differentiable(name)
     try:
         array = to_numpy(torch, tensor)[1]
     except Exception as exc:  # a tensor NumPy cannot hold (more than 64 dimensions)
@@ -117,19 +122,17 @@ def observable(entry: Entry, planned: Plan) -> bool:
     is observable: raising is compared too."""
     import torch
 
-    def make(value: TensorValue) -> Any:
-        tensor = torch.from_numpy(value.array.copy())
+    def make(value: TensorValue) -> Any:  # bfloat16 travels as float32
+        tensor = torch.from_numpy(value.array.copy()).to(getattr(torch, value.dtype))
         return tensor.requires_grad_(True) if value.requires_grad else tensor
 
     first, args, kwargs = arguments(planned, make)
-    if entry.method:
-        fn = getattr(first, entry.target.rsplit(".", 1)[-1])
-    else:
-        fn, args = adapter.resolve(entry.target), [first, *args]
     with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the traced call warns again, where it counts
         try:
-            result = fn(*args, **kwargs)
+            result = invoke(torch, entry, first, args, kwargs)
+        except Unsupported:
+            return False
         except Exception:
             return True
     try:
@@ -142,7 +145,7 @@ def observable(entry: Entry, planned: Plan) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def sample_pool(entry: Entry, dtype: str, seed: int, reference: bool) -> tuple[Plan, ...]:
-    grad = entry.autograd and dtype in FLOAT_DTYPES
+    grad = entry.autograd and dtype in entry.grad_dtypes
     try:
         return _pool(entry, adapter.samples(entry, dtype, seed, reference, grad))
     except adapter.OpInfoChanged:
@@ -205,26 +208,52 @@ def arguments(planned: Plan, make: Callable[[TensorValue], Any] = literal_input
 def call(torch: Any, entry: Entry, planned: Plan) -> Any:
     """Record ``target(input, *args, **kwargs)`` (or the method on the input)."""
     first, args, kwargs = arguments(planned)
+    return invoke(torch, entry, first, args, kwargs)
+
+
+def invoke(torch: Any, entry: Entry, first: Any, args: list[Any], kwargs: dict[str, Any]
+           ) -> Any:
+    """``target(first, *args, **kwargs)``, the method on ``first``, or the arguments as the
+    entry's wrapper passes them (:class:`Unsupported` where it would not take them)."""
+    values = [first, *args]
+    name = entry.target.rsplit(".", 1)[-1]
+    if entry.call is not None:
+        arranged = entry.call.arrange(values, kwargs)
+        if arranged is None:
+            raise Unsupported("arguments the test wrapper does not take")
+        values, kwargs = arranged
+        if entry.call.attribute:
+            return getattr(values[0], name)
+    if entry.method and not hasattr(values[0], name):  # an error input of a plain number
+        raise Unsupported(f"a method called on a {type(values[0]).__name__}")
     if entry.method:
-        return getattr(first, entry.target.rsplit(".", 1)[-1])(*args, **kwargs)
+        return getattr(values[0], name)(*values[1:], **kwargs)
     fn = torch
     for part in entry.target.split(".")[1:]:
         fn = getattr(fn, part)
-    return fn(first, *args, **kwargs)
+    return fn(*values, **kwargs)
 
 
 def _pick(pool: tuple[Plan, ...]) -> Plan | None:
     return pool[int(random(0, len(pool)))] if pool else None
 
 
+def draws(dtypes: tuple[str, ...]) -> int:
+    """Programs drawn from an entry's spec: room for every dtype, and two more."""
+    return max(SAMPLE_DRAWS, len(dtypes) + 2)
+
+
 def sample_spec(entry: Entry, dtypes: tuple[str, ...]) -> Spec:
+    dtype_choice = oneof(*dtypes)
+
     def fn(torch: Any) -> Any:
-        dtype = dtypes[int(random(0, len(dtypes)))]
+        dtype = str(resolve(dtype_choice))
         reference = entry.has_reference and bool(random_bool())
         planned = _pick(sample_pool(entry, dtype, int(random(0, SEEDS)), reference))
         return None if planned is None else call(torch, entry, planned)
 
-    return _spec(fn, f"opinfo.{entry.key}", entry, SAMPLE_DRAWS, backward=entry.autograd)
+    return _spec(fn, f"opinfo.{entry.key}", entry, draws(dtypes), backward=entry.autograd,
+                 tolerance=UNCOMPARED if random_values(entry) else None)
 
 
 def error_spec(entry: Entry) -> Spec:
@@ -237,10 +266,25 @@ def error_spec(entry: Entry) -> Spec:
 
 
 def _spec(fn: Callable[[Any], Any], name: str, entry: Entry, n: int, backward: bool,
-          raises: bool = False) -> Spec:
+          raises: bool = False, tolerance: float | None = None) -> Spec:
     fn.__name__ = fn.__qualname__ = name
     return Spec(name=name, fn=fn, n=n, backward=backward, raises=raises, ops=(entry.target,),
-                source="OpInfo")
+                source="OpInfo", rtol=tolerance, atol=tolerance)
+
+
+def random_values(entry: Entry) -> bool:
+    """An op that draws from the random generator: frameworks (and compilers) draw other
+    numbers, so its values are not compared (:data:`UNCOMPARED`); shapes, dtypes, errors and
+    where values are finite still are."""
+    return entry.call is not None and entry.call.random
+
+
+def entry_dtypes(entry: Entry) -> tuple[str, ...]:
+    """The entry's dtypes that a spec draws, in :data:`DTYPES` order. A random op's draws in
+    float16/bfloat16 overflow now and then (a Cauchy sample past 65504), which the finiteness
+    check would report, so those are left to ops whose values are compared."""
+    left_out = LOW_PRECISION if random_values(entry) else ()
+    return tuple(d for d in DTYPES if d in entry.dtypes and d not in left_out)
 
 
 def catalog() -> Catalog:
@@ -250,7 +294,7 @@ def catalog() -> Catalog:
     for skipped in data.skipped:
         result.skipped[skipped.reason] += 1
     for entry in data.entries:
-        dtypes = tuple(d for d in DTYPES if d in entry.dtypes)
+        dtypes = entry_dtypes(entry)
         for other in set(entry.dtypes) - set(DTYPES):
             result.dtypes_left_out[other] += 1
         if not dtypes:

@@ -41,6 +41,9 @@ class LiteralVisitor(Generic[T]):
     def visit_float(self, text: str) -> T:
         raise NotImplementedError
 
+    def visit_complex(self, real: float, imag: float) -> T:
+        raise NotImplementedError
+
     def visit_slice(self, parts: list[T | None]) -> T:
         """``[start, stop, step]``; a part left out (``None``) is not visited."""
         raise NotImplementedError
@@ -79,6 +82,9 @@ def walk_literal(value: EncodedLiteral, visitor: LiteralVisitor[T]) -> T:
         return visitor.visit_tuple([walk_literal(v, inner) for v in data["tuple"]])
     if "float" in data:
         return visitor.visit_float(data["float"])
+    if "complex" in data:
+        real, imag = (float(part) for part in data["complex"])
+        return visitor.visit_complex(real, imag)
     if "slice" in data:
         inner = visitor.items("slice")
         return visitor.visit_slice([None if v is None else walk_literal(v, inner)

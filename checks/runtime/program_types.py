@@ -38,6 +38,11 @@ class FloatLiteral(TypedDict):
     float: str
 
 
+class ComplexLiteral(TypedDict):
+    """A complex number: its real and imaginary parts, each ``repr`` of a float (``"nan"``)."""
+    complex: list[str]
+
+
 class EllipsisLiteral(TypedDict):
     ellipsis: Literal[True]
 
@@ -69,7 +74,8 @@ class DictLiteral(TypedDict):
 Scalar: TypeAlias = bool | int | float | str | None
 EncodedLiteral: TypeAlias = (
     Scalar | list["EncodedLiteral"] | RefLiteral | TupleLiteral | SliceLiteral | FloatLiteral
-    | EllipsisLiteral | DtypeLiteral | SizeLiteral | DeviceLiteral | AttrLiteral | DictLiteral
+    | ComplexLiteral | EllipsisLiteral | DtypeLiteral | SizeLiteral | DeviceLiteral | AttrLiteral
+    | DictLiteral
 )
 
 # -- value recipes --------------------------------------------------------------------------

@@ -25,8 +25,10 @@ try:  # imported as part of the ``checks`` package in the engine
     from .literals import is_ref, ref_of
     from .program_types import is_call
     from .values import (
+        COMPLEX_DTYPES,
         decode_array,
         decode_literal,
+        dtype_name,
         is_tensor,
         make_array,
         observe,
@@ -36,8 +38,10 @@ except ImportError:  # imported as a top-level module inside the worker
     from literals import is_ref, ref_of  # type: ignore[no-redef]
     from program_types import is_call  # type: ignore[no-redef]
     from values import (  # type: ignore[no-redef]
+        COMPLEX_DTYPES,
         decode_array,
         decode_literal,
+        dtype_name,
         is_tensor,
         make_array,
         observe,
@@ -316,7 +320,8 @@ def run_backward(
     outputs = [values[ref] for ref in spec["outputs"]]
     seeds = []
     for out, seed in zip(outputs, spec["seeds"], strict=True):
-        arr = make_array(seed, "float64", list(out.shape))
+        wide = "complex128" if dtype_name(out.dtype) in COMPLEX_DTYPES else "float64"
+        arr = make_array(seed, wide, list(out.shape))
         grad = _from_numpy(torch, arr).to(out.dtype)
         seeds.append(grad.to(device) if device != "cpu" else grad)
     # Leaves (inputs, parameters) and intermediates are asked for in separate passes: some

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
 COMPLEX_DTYPES = ("complex64", "complex128")
 INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
+PART_DTYPES = {"complex64": "float32", "complex128": "float64"}  # of the real and imaginary
+DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES + INT_DTYPES + ("bool",)  # every dtype a Program carries
+# The largest finite value of each low-precision dtype: a drawn range is clipped to it.
+FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895e38}
 
 # bfloat16 has no NumPy dtype: its values travel as float32 and are cast by the framework.
 _NUMPY_NAME = {"bfloat16": "float32"}
@@ -30,6 +34,14 @@ _NUMPY_NAME = {"bfloat16": "float32"}
 
 def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(_NUMPY_NAME.get(name, name))
+
+
+def finite_range(dtype: str, low: float, high: float) -> tuple[float, float]:
+    """``[low, high]`` clipped to what ``dtype`` holds, so uniform draws stay finite."""
+    top = FINITE_MAX.get(dtype)
+    if top is None:
+        return low, high
+    return min(max(low, -top), top), min(max(high, -top), top)
 
 
 def dtype_name(dtype: Any) -> str:
@@ -63,7 +75,9 @@ def make_array(recipe: Recipe, dtype: str, shape: list[int]) -> np.ndarray:
     if dtype == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
     if dtype in INT_DTYPES:
-        lo, hi = int(np.floor(low)), int(np.ceil(high))
+        info = np.iinfo(numpy_dtype(dtype))  # uint8 holds no negative value
+        lo = min(max(int(np.floor(low)), int(info.min)), int(info.max))
+        hi = min(max(int(np.ceil(high)), int(info.min)), int(info.max))
         return rng.integers(lo, max(hi, lo + 1), size=shape).astype(numpy_dtype(dtype))
     if dtype in COMPLEX_DTYPES:
         real = rng.uniform(low, high, size=shape)
@@ -124,6 +138,9 @@ class _Decoder(LiteralVisitor[Any]):
     def visit_float(self, text: str) -> Any:
         return float(text)
 
+    def visit_complex(self, real: float, imag: float) -> Any:
+        return complex(real, imag)
+
     def visit_slice(self, parts: list[Any]) -> Any:
         return slice(*parts)
 
@@ -167,6 +184,9 @@ def to_numpy(torch: Any, tensor: Any) -> tuple[str, np.ndarray]:
         t = t.cpu()
     if name == "bfloat16":
         t = t.float()
+    for lazy in ("resolve_conj", "resolve_neg"):  # torch's lazy conjugate/negative views
+        if hasattr(t, lazy):
+            t = getattr(t, lazy)()
     return name, np.array(t.numpy(), copy=True)
 
 
@@ -177,6 +197,8 @@ def observe(torch: Any, value: Any) -> dict[str, Any]:
         return {"t": "tensor", "dtype": name, "shape": list(arr.shape), "data": arr}
     if value is None or isinstance(value, (bool, int, float, str)):
         return {"t": "value", "value": value}
+    if isinstance(value, complex):  # JSON has no complex number: the literal's encoding
+        return {"t": "value", "value": {"complex": [repr(value.real), repr(value.imag)]}}
     if isinstance(value, (tuple, list)) and all(
         v is None or isinstance(v, (bool, int, float, str)) for v in value
     ):
