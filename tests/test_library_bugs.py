@@ -57,7 +57,8 @@ def test_the_planted_bugs_span_the_families() -> None:
     assert families >= {
         "elementwise", "reductions", "shape ops", "indexing", "linalg", "convolution",
         "pooling", "normalization", "activations", "losses", "interpolation", "in-place",
-        "errors", "gradients", "dtype promotion", "non-contiguous", "fusion"}
+        "errors", "gradients", "dtype promotion", "non-contiguous", "fusion",
+        "low precision", "complex"}
 
 
 @pytest.mark.slow
