@@ -83,3 +83,22 @@ def test_a_region_gives_the_call_by_call_observations_and_gradients() -> None:
     for key, want in ref.items():
         if want.get("t") == "tensor":
             assert (obs[key]["data"] == want["data"]).all(), key
+
+
+def test_a_region_that_raises_runs_call_by_call_and_names_the_error() -> None:
+    import torch
+
+    from checks.program import reference_observations
+
+    def refuse(forward: Any) -> Any:
+        def run(tensors: Any) -> Any:
+            raise NotImplementedError("no kernel for this fusion")
+        return run
+
+    program = _first_program(_fusion_specs()[0])
+    obs = replay_program(torch, program, Hooks(program=refuse))
+    note = obs.pop("program")
+    assert note["mode"] == "eager"
+    assert note["reason"] == "the region raised NotImplementedError: no kernel for this fusion"
+    ref = reference_observations(program)
+    assert all((obs[k]["data"] == v["data"]).all() for k, v in ref.items() if "data" in v)

@@ -14,7 +14,10 @@ shape: the gradient of ``p`` is minus that of ``y``, and the subtraction of +0 c
 value, not even the sign of a zero. A probe stands between two calls, which would keep a
 compiler from rewriting the pair (``mm`` + ``add`` into ``addmm``), so the probed region is a
 second run, for those gradients only: the values and the leaves' gradients come from the
-region as drawn.
+region as drawn. A region has no backward node per call: it yields no ``autograd``
+observation (each call's backward is judged alone when the gradients differ), a crash inside
+it names no call, and which gradients are None (no output depends on the value) is taken
+from the call-by-call replay, since a compiled region gives every tensor it takes a gradient.
 
 What one region cannot hold runs call by call instead, and the candidate's observations say
 so (``program``: ``{"t": "program", "mode": "eager", "reason": ...}``; the judge reads only
