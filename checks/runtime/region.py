@@ -174,7 +174,8 @@ def _replay_region(torch: Any, program: Program, hooks: Hooks,
                 progress(index)
             values[node["id"]] = run_node(torch, node, values, hooks)
     built = dict(values)
-    rng = torch.get_rng_state()
+    # the probed run draws the same random numbers (a framework without the call: no matter)
+    rng = torch.get_rng_state() if hasattr(torch, "get_rng_state") else None
     if progress is not None:
         progress(-1)  # a crash inside the region is no one call's
     values.update(_run_region(torch, program, hooks, built, {}))
@@ -187,15 +188,21 @@ def _replay_region(torch: Any, program: Program, hooks: Hooks,
     inner = list(plan.get("intermediates") or []) if plan else []
     try:
         observations.update(run_backward(torch, _only(program, "wrt"), values, hooks.device))
-        if inner:
-            # the intermediates' gradients: the region once more, each used through a probe
-            torch.set_rng_state(rng)
-            probes = make_probes(torch, {key: values[key] for key in inner})
-            probed = {**built, **_run_region(torch, program, hooks, built, probes)}
-            observations.update(run_backward(torch, _only(program, "intermediates"), probed,
-                                             hooks.device, probes=probes))
     except Exception as exc:
         observations["backward"] = backward_error(exc, None)
+        inner = []  # as call by call: the backward stops at its first raise
+    if inner:
+        # the intermediates' gradients: the region once more, each used through a probe;
+        # where that fails, the probes are to blame, not the candidate: call by call instead
+        if rng is not None:
+            torch.set_rng_state(rng)
+        probes = make_probes(torch, {key: values[key] for key in inner})
+        probed = {**built, **_run_region(torch, program, hooks, built, probes)}
+        try:
+            observations.update(run_backward(torch, _only(program, "intermediates"), probed,
+                                             hooks.device, probes=probes))
+        except Exception as exc:
+            raise RegionFailed(f"the probed backward raised {_one_line(exc)}") from exc
     _none_as_eager(torch, program, hooks, observations)
     observations.update(note("region"))
     return observations
