@@ -17,9 +17,9 @@ from typing import Any
 import numpy as np
 
 from .runtime.values import (
-    COMPLEX_DTYPES,
     DTYPES,
     FLOAT_DTYPES,
+    differentiable,
     dtype_name,
     encode_array,
     finite_range,
@@ -306,11 +306,6 @@ class LiteralTensor(RandomTensor):
         recipe = {"kind": "literal", "array": encode_array(self._array)}
         grad = self._grad and differentiable(self._dtype_name)
         return ctx.tracer.input(list(self._array.shape), self._dtype_name, recipe, grad)
-
-
-def differentiable(dtype: str) -> bool:
-    """Autograd works on floating and complex tensors."""
-    return dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES
 
 
 def _check_dtype(name: Any) -> None:

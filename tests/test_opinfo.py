@@ -15,7 +15,7 @@ import pytest
 from checks import CandidateProcess, check
 from checks.cli import main
 from checks.dsl import DrawContext
-from checks.engine import draw_programs, trace_program
+from checks.engine import draw_programs, evaluate, trace_program
 from checks.opinfo import adapter, opinfo_specs
 from checks.opinfo.specs import DTYPES, SAMPLE_DRAWS, UNCOMPARED, catalog, entry_dtypes
 from checks.spec import Spec
@@ -189,3 +189,20 @@ def test_every_declared_dtype_is_drawn_by_its_oneof_choice() -> None:
         grads = [k for k in ref if k.startswith("grad:")]
         assert bool(grads) == (dtype in entry.grad_dtypes), dtype
         assert all(ref[k]["t"] == "tensor" for k in grads)
+
+
+def test_every_dtype_of_a_few_entries_aligns_with_torch_itself(
+        torch_candidate: CandidateProcess) -> None:
+    found: list[Any] = []
+    drawn: set[tuple[str, str]] = set()
+    for name in ("opinfo.add", "opinfo.softmax", "opinfo.matmul", "opinfo.sum", "opinfo.mT"):
+        (spec,) = specs_named(name)
+        entry = next(e for e in adapter.database().entries if f"opinfo.{e.key}" == name)
+        for index, dtype in enumerate(entry_dtypes(entry)):
+            program, ref = trace_program(spec, DrawContext(choices=[0, index]))
+            assert program["nodes"][0]["dtype"] == dtype
+            drawn.add((name, dtype))
+            found += evaluate(spec, program, ref, torch_candidate)
+    assert found == []
+    assert {("opinfo.matmul", "complex64"), ("opinfo.softmax", "bfloat16"),
+            ("opinfo.add", "uint8"), ("opinfo.sum", "float16")} <= drawn

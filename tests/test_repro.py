@@ -8,6 +8,7 @@ its upstream gradient) and what it returns; it excludes the shared comparison co
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -248,7 +249,7 @@ def test_a_real_float32_problem_is_claimed_and_exits_1(planted: dict[str, Any],
 
 def test_bugs_in_one_dtype_only_are_found_with_verified_repros(tmp_path: Path) -> None:
     report = _check(tmp_path, (FIXTURES / "dtype_bugs_prelude.py").read_text(),
-                    "dtype_bugs_specs.py", "*", timeout=30)
+                    "dtype_bugs_specs.py", "*", "--shrink-seconds", "5", timeout=30)
     by_op: dict[str, list[dict[str, Any]]] = {}
     for finding in report["findings"]:
         by_op.setdefault(finding["op"], []).append(finding)
@@ -260,3 +261,14 @@ def test_bugs_in_one_dtype_only_are_found_with_verified_repros(tmp_path: Path) -
         assert finding["verdict"] == "candidate-bug", finding["verdict_reason"]
         assert_good_repro(finding, tmp_path / str(number))
     assert any("j)" in finding["repro"] for finding in by_op["torch.mul"])
+
+
+def test_long_lines_fold_inside_brackets_and_never_inside_strings_or_comments() -> None:
+    line = ("y = torch.tensor([(1.5+2.0j), complex(-2.0, 0.0), (0.25-1.0j)], "
+            "dtype=torch.complex128, requires_grad=True)  # a, b, c")
+    pieces = repros.fold(line, 40)
+    assert all(len(p) <= 40 for p in pieces[:-1]) and pieces[-1].endswith("# a, b, c")
+    assert all(p.startswith("    ") for p in pieces[1:])
+    assert ast.dump(ast.parse("\n".join(pieces))) == ast.dump(ast.parse(line))
+    assert repros.fold("f('a, b, c, d, e, f', 1)", 12) == ["f('a, b, c, d, e, f',", "    1)"]
+    assert repros.fold("short(1, 2)", 40) == ["short(1, 2)"]

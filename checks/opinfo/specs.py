@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..dsl import differentiable, literal_tensor, oneof, random, random_bool, resolve
-from ..runtime.values import observe, to_numpy
+from ..dsl import literal_tensor, oneof, random, random_bool, resolve
+from ..runtime.values import differentiable, observe, to_numpy
 from ..spec import Spec
 from . import adapter
 from .adapter import Entry, Sample

@@ -36,6 +36,11 @@ def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(_NUMPY_NAME.get(name, name))
 
 
+def differentiable(dtype: str) -> bool:
+    """Autograd works on floating and complex tensors."""
+    return dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES
+
+
 def finite_range(dtype: str, low: float, high: float) -> tuple[float, float]:
     """``[low, high]`` clipped to what ``dtype`` holds, so uniform draws stay finite."""
     top = FINITE_MAX.get(dtype)
