@@ -328,6 +328,10 @@ def cmd_check(args: argparse.Namespace) -> int:
               f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}"
               f"{', ' + verdict if verdict else ''}]")
     sys.stdout.flush()
+    if result.stats.regions:  # a candidate with a program hook: how its programs ran
+        print("alignbot: programs run as one region or call by call: " + ", ".join(
+            f"{count} {mode}" for mode, count in sorted(result.stats.regions.items())),
+            file=sys.stderr)
     for line in _summary(data, written, minimized=not args.no_minimize):
         print(line, file=sys.stderr)
     if not result.complete:

@@ -66,8 +66,14 @@ def _describe(obs: dict[str, Any]) -> str:
 
 
 def _compare_errors(ref: dict[str, Any], cand: dict[str, Any]) -> Mismatch | None:
+    """Both raising agree whatever the messages say, unless the candidate's exception is not
+    of the reference's type: code that catches what PyTorch raises would miss it."""
     if ref["t"] == "error" and cand["t"] == "error":
-        return None
+        if ref["type"] in (cand.get("bases") or [cand["type"]]):
+            return None
+        return Mismatch("candidate-error",
+                        f"candidate raised {cand['type']}: {cand['message']}; "
+                        f"the reference raised {ref['type']}: {ref['message']}")
     if ref["t"] == "error":
         return Mismatch("reference-error",
                         f"reference raised {ref['type']}: {ref['message']}; "

@@ -21,6 +21,7 @@ from .explore import Exploration, Explorer
 from .findings import Finding
 from .hypothesis_compat import seed_only_draws
 from .program import Observations, Program
+from .runtime.region import PROGRAM_KEY
 from .runtime.replay import seed as seed_reference
 from .spec import Spec
 from .trace import SpecError, TorchProxy, Tracer
@@ -38,6 +39,15 @@ class Stats:
     candidate_s: float = 0.0
     judge_s: float = 0.0
     worker_starts: int = 0
+    # how a candidate with a program hook ran the programs: "region", or "eager: <why>"
+    regions: dict[str, int] = field(default_factory=dict)
+
+    def count_region(self, observations: Observations | None) -> None:
+        note = (observations or {}).get(PROGRAM_KEY)
+        if isinstance(note, dict):
+            mode = str(note.get("mode"))
+            key = f"{mode}: {note.get('reason')}" if note.get("reason") else mode
+            self.regions[key] = self.regions.get(key, 0) + 1
 
 
 @dataclass
@@ -108,6 +118,7 @@ def finish(spec: Spec, program: Program, ref: Observations, candidate: Candidate
     start = time.perf_counter()
     outcome = candidate.collect()
     stats.candidate_s += time.perf_counter() - start
+    stats.count_region(outcome.observations)
     start = time.perf_counter()
     found = judge_program(spec, program, ref, outcome, candidate, want)
     stats.judge_s += time.perf_counter() - start

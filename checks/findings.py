@@ -287,8 +287,11 @@ def _backward_raised(program: Program, ref: Observations, cand: Observations,
         return finding("backward", mismatch, "", BACKWARD_OP)
     op = target_of(node)
     other = "candidate" if side == "reference" else "reference"
+    theirs = (cand if side == "reference" else ref).get("backward") or {}
+    ran = (f"the {other}'s raised {theirs.get('type')}" if theirs.get("t") == "error"
+           else f"the {other}'s backward ran")
     message = (f"the backward of {op} ({node['id']}) raised {obs.get('type')}: "
-               f"{obs.get('message')} on the {side}; the {other}'s backward ran")
+               f"{obs.get('message')} on the {side}; {ran}")
     return Finding(_kind_for("backward", mismatch), op, spec, message, program, "backward",
                    node["id"], signature=error_signature(obs))
 

@@ -245,6 +245,8 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
             for name in ("trace_s", "candidate_s", "judge_s"):
                 setattr(result.stats, name,
                         getattr(result.stats, name) + getattr(run.stats, name))
+            for mode, count in run.stats.regions.items():
+                result.stats.regions[mode] = result.stats.regions.get(mode, 0) + count
         result.stats.trace_s -= result.stats.candidate_s + result.stats.judge_s
         result.stats.worker_starts = workers.count + sum(
             run.stats.worker_starts for run in runs.values())

@@ -28,6 +28,22 @@ def alignbot_wrap(target, fn):
     return lambda *args, **kwargs: caller(fn, *args, **kwargs)
 '''
 
+_COMPILE_PROGRAM = '''
+import torch
+
+for _name in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
+              "accumulated_recompile_limit"):
+    if hasattr(torch._dynamo.config, _name):
+        setattr(torch._dynamo.config, _name, 100000)
+
+
+def alignbot_program(forward):
+    """The drawn program's whole forward as one torch.compile'd function: Inductor fuses
+    across calls. Every program is a new function (a fresh compile, no stale guards)."""
+    torch._dynamo.reset()  # one program, one compile: no cache of guards to walk
+    return torch.compile(forward, dynamic=False)
+'''
+
 _FLOAT64 = '''
 import torch
 
@@ -94,6 +110,7 @@ def alignbot_wrap(target, fn):
 PRESETS: dict[str, str] = {
     "torch": "import torch\n",
     "torch-compile": _COMPILE,
+    "torch-compile-program": _COMPILE_PROGRAM,
     "torch-float64": _FLOAT64,
     "torch-no-mkldnn": "import torch\ntorch.backends.mkldnn.enabled = False\n",
     "paddle": "import paddle\npaddle.enable_compat()\nimport torch\n",

@@ -275,6 +275,7 @@ def render(program: Program, finding: Finding, config: CandidateConfig, rtol: fl
         body=lines, hooked=hooked, device=device, two_process=two_process,
         prelude=prelude_lines, setup=setup, hook_args=hook_args,
         reference_args=reference_args, overrides=bool(config.overrides),
+        program=_in_prelude(prelude, "alignbot_program"),
         uses_numpy=any("np." in line for line in lines),
         long_prelude=any(len(line) > LINE_LIMIT for line in prelude_lines))
     return script

@@ -58,10 +58,16 @@ def test_explicit_tolerances_override_the_table() -> None:
     assert compare(_t([1.0]), _t([1.001]), rtol=1e-2, atol=0.0) is None
 
 
-def test_errors_are_aligned_not_compared_by_text() -> None:
+def test_errors_are_aligned_by_type_not_compared_by_text() -> None:
     ref_err = {"t": "error", "type": "RuntimeError", "message": "a", "missing_api": False}
     cand_err = {"t": "error", "type": "ValueError", "message": "b", "missing_api": False}
-    assert compare(ref_err, cand_err) is None
+    assert compare(ref_err, {**ref_err, "message": "b"}) is None
+    # a subclass of what the reference raised is what `except RuntimeError` catches
+    sub = {**cand_err, "type": "LinAlgError", "bases": ["LinAlgError", "RuntimeError"]}
+    assert compare(ref_err, sub) is None
+    wrong = compare(ref_err, cand_err)
+    assert wrong is not None and wrong.aspect == "candidate-error"
+    assert "ValueError: b" in wrong.message and "RuntimeError: a" in wrong.message
     one = compare(ref_err, _t([1.0]))
     assert one is not None and one.aspect == "reference-error"
     other = compare(_t([1.0]), cand_err)

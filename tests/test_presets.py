@@ -48,6 +48,21 @@ def test_compile_preset_agrees_on_a_few_ops(planted_specs: dict[str, Any]) -> No
     assert result.programs_run == 6
 
 
+@pytest.mark.slow
+def test_compile_program_preset_compiles_a_whole_program_and_agrees() -> None:
+    # one tiny draw of mul, add, softmax and a scale: compiled as one region, and once more
+    # with probes for the intermediates' gradients; everything agrees with eager
+    from pathlib import Path
+
+    from checks.spec import load_file
+
+    specs = load_file(Path(__file__).parent / "fixtures" / "fusion_specs.py")
+    with CandidateProcess(preset("torch-compile-program", timeout=300)) as candidate:
+        result = check(specs, candidate, seed=0, n=1)
+    assert result.findings == []
+    assert result.stats.regions == {"region": 1}
+
+
 def test_unknown_preset_names_the_choices() -> None:
     with pytest.raises(UnknownPreset, match="torch-compile"):
         preset("oneflow")

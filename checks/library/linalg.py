@@ -142,6 +142,8 @@ def _well_conditioned(torch: Any, batch: list[int], n: int, dtype: Any) -> Any:
 def det_inv(torch: Any) -> Any:
     n, dtype = int(random(1, 5)), random_dtype("float32", "float64")
     a = _well_conditioned(torch, _batch(1), n, dtype)
+    if random_bool():  # the rows reversed: a determinant of either sign (n = 2, 3)
+        a = a.flip(-2)
     return choose(
         lambda: torch.linalg.det(a),
         lambda: torch.det(a),

@@ -59,17 +59,20 @@ class MissingApi(Exception):
 
 
 class Hooks:
-    """What a candidate's prelude may define: per-op overrides, a call wrapper, a device."""
+    """What a candidate's prelude may define: per-op overrides, a call wrapper, a device, and
+    a wrapper of a whole program's forward (``program``: see :mod:`checks.runtime.region`)."""
 
     def __init__(
         self,
         overrides: dict[str, Callable[..., Any]] | None = None,
         wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]] | None = None,
         device: str = "cpu",
+        program: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
     ) -> None:
         self.overrides = overrides or {}
         self.wrap = wrap
         self.device = device
+        self.program = program
 
     def callable_for(self, target: str, fn: Callable[..., Any]) -> Callable[..., Any]:
         fn = self.overrides.get(target, fn)
@@ -306,10 +309,11 @@ def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> An
 
 def run_backward(
     torch: Any, program: Program, values: dict[str, Any], device: str = "cpu",
-    tracker: BackwardTracker | None = None,
+    tracker: BackwardTracker | None = None, probes: dict[str, Any] | None = None,
 ) -> Observations:
     """Backward from the program's outputs with seeded random upstream gradients; the
-    tracker (if any) records the first pass, the one that reaches the leaves."""
+    tracker (if any) records the first pass, the one that reaches the leaves. ``probes``
+    stand for values (``probe:v3``, used as ``v3 - probe``: the gradient is its negation)."""
     spec = program.get("backward")
     if not spec:
         return {}
@@ -327,7 +331,9 @@ def run_backward(
     if spec.get("intermediates"):
         groups.append(list(spec["intermediates"]))
     for number, keys in enumerate(groups):
-        wrt = [_lookup(values, key) for key in keys]
+        probed = {key: probes[f"probe:{key}"] for key in keys if f"probe:{key}" in probes} \
+            if probes else {}
+        wrt = [probed[key] if key in probed else _lookup(values, key) for key in keys]
         if tracker is not None:
             tracker.recording = number == 0
         try:
@@ -338,7 +344,8 @@ def run_backward(
                 tracker.recording = False
         for key, grad in zip(keys, grads, strict=True):
             # None stays None (an unused input): "None or zeros" is for the judge to compare
-            result[f"grad:{key}"] = observe(torch, grad)
+            result[f"grad:{key}"] = observe(torch, -grad if key in probed and grad is not None
+                                            else grad)
     return result
 
 

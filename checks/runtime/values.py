@@ -214,9 +214,12 @@ def observe(torch: Any, value: Any) -> dict[str, Any]:
 
 
 def observe_error(exc: BaseException, missing_api: bool = False) -> dict[str, Any]:
+    """``bases``: the names of the exception's classes, its own first, so that raising a
+    subclass of what the reference raised (what ``except`` catches) counts as the same."""
     return {
         "t": "error",
         "type": type(exc).__name__,
         "message": str(exc)[:2000],
         "missing_api": missing_api,
+        "bases": [cls.__name__ for cls in type(exc).__mro__[:-1]],
     }

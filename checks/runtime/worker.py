@@ -9,6 +9,7 @@ which call did it.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import mmap
 import os
@@ -19,10 +20,12 @@ import types
 from typing import Any
 
 try:
-    from .replay import Hooks, replay
+    from .region import replay_program
+    from .replay import Hooks
     from .wire import WireError, read_message, write_message
 except ImportError:
-    from replay import Hooks, replay  # type: ignore[no-redef]
+    from region import replay_program  # type: ignore[no-redef]
+    from replay import Hooks  # type: ignore[no-redef]
     from wire import WireError, read_message, write_message  # type: ignore[no-redef]
 
 
@@ -52,6 +55,7 @@ def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
         overrides=overrides,
         wrap=namespace.get("alignbot_wrap"),
         device=str(namespace.get("alignbot_device", "cpu")),
+        program=namespace.get("alignbot_program"),
     )
     return namespace["torch"], hooks
 
@@ -60,10 +64,22 @@ def _hide_runtime() -> None:
     """The runtime's modules (``values``, ``wire``, …) must not shadow the candidate's own."""
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
-    for name in ("values", "wire", "replay", "literals", "program_types"):
+    for name in ("values", "wire", "replay", "region", "literals", "program_types"):
         module = sys.modules.pop(name, None)
         if module is not None:
-            sys.modules[f"_alignbot_{name}"] = module
+            _rename(module, f"_alignbot_{name}")
+
+
+def _rename(module: types.ModuleType, name: str) -> None:
+    """Register a runtime module under its hidden name, and name its functions and classes
+    after it: a compiler tracing them (Dynamo, through ``alignbot_program``) imports the
+    module of each function by its ``__module__``."""
+    old, module.__name__ = module.__name__, name
+    sys.modules[name] = module
+    for value in list(vars(module).values()):
+        if getattr(value, "__module__", None) == old:
+            with contextlib.suppress(AttributeError, TypeError):
+                value.__module__ = name
 
 
 def main() -> int:
@@ -99,7 +115,7 @@ def main() -> int:
                                 "module": getattr(torch, "__name__", "?")})
         elif cmd == "run":
             mark(-1)
-            observations = replay(torch, message["program"], hooks, progress=mark)
+            observations = replay_program(torch, message["program"], hooks, progress=mark)
             write_message(out, {"ok": True, "observations": observations})
         else:
             write_message(out, {"ok": False, "error": f"unknown command {cmd!r}"})

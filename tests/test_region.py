@@ -1,0 +1,104 @@
+"""A program's forward as one region: fusion-only bugs are found, and what a region cannot
+hold runs call by call and says so."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from checks.cli import main
+from checks.engine import check, draw_programs
+from checks.runtime.region import replay_program
+from checks.runtime.replay import Hooks
+from checks.spec import Spec, load_file
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+def _fusion_specs() -> list[Spec]:
+    return load_file(FIXTURES / "fusion_specs.py")
+
+
+def test_a_bug_only_across_calls_of_one_region_is_found_at_the_right_op(
+        make_candidate: Any) -> None:
+    prelude = (FIXTURES / "fusion_prelude.py").read_text()
+    candidate = make_candidate(prelude)
+    findings = check(_fusion_specs(), candidate, seed=0).findings
+    assert {(f.kind.value, f.op) for f in findings} == {("value-mismatch", "torch.add")}
+    # the same wrapper without the region: every call is right
+    alone = make_candidate(prelude.replace("def alignbot_program", "def unused_program"))
+    assert check(_fusion_specs(), alone, seed=0).findings == []
+
+
+def test_a_fusion_bug_minimizes_to_a_verified_repro_that_keeps_both_calls(
+        tmp_path: Path) -> None:
+    path = tmp_path / "report.json"
+    code = main(["check", "--prelude", (FIXTURES / "fusion_prelude.py").read_text(),
+                 "--spec-file", str(FIXTURES / "fusion_specs.py"), "--jobs", "1",
+                 "--json", str(path), "--no-progress"])
+    assert code == 1
+    [finding] = json.loads(path.read_text())["findings"]
+    assert finding["op"] == "torch.add" and finding["repro_verified"], finding["repro_output"]
+    # alone, add is right: the repro runs mul and add as one program, as the worker did
+    assert "torch.mul" in finding["repro"] and "program=alignbot_program" in finding["repro"]
+
+
+def _first_program(spec: Spec) -> Any:
+    drawn: list[Any] = []
+    draw_programs(spec, 1, 0, lambda program, ref: drawn.append(program))
+    return drawn[0]
+
+
+def test_an_in_place_program_runs_call_by_call_and_says_why() -> None:
+    import torch
+
+    def spec(torch: Any) -> Any:
+        y = torch.ones(3) * 2
+        y.add_(torch.ones(3))
+        return y
+
+    program = _first_program(Spec(name="inplace", fn=spec, n=1))
+    regions: list[Any] = []
+    obs = replay_program(torch, program, Hooks(program=lambda f: regions.append(f) or f))
+    assert obs["program"] == {"t": "program", "mode": "eager", "reason": "an in-place call"}
+    assert regions == []
+    mutated = [obs[k]["data"].tolist() for k in obs if k.endswith("!self")]
+    assert mutated == [[3.0, 3.0, 3.0]]  # observed right after the in-place call
+
+
+def test_a_region_gives_the_call_by_call_observations_and_gradients() -> None:
+    import torch
+
+    from checks.program import reference_observations
+
+    program = _first_program(_fusion_specs()[0])
+    regions: list[Any] = []
+    obs = replay_program(torch, program, Hooks(program=lambda f: regions.append(f) or f))
+    ref = reference_observations(program)
+    # the region as drawn, then once more with probes for the intermediates' gradients
+    assert len(regions) == 2 and obs.pop("program")["mode"] == "region"
+    grads = [k for k in ref if k.startswith("grad:")]
+    assert len(grads) >= 4  # the inputs' and the intermediates' (through their probes)
+    for key, want in ref.items():
+        if want.get("t") == "tensor":
+            assert (obs[key]["data"] == want["data"]).all(), key
+
+
+def test_a_region_that_raises_runs_call_by_call_and_names_the_error() -> None:
+    import torch
+
+    from checks.program import reference_observations
+
+    def refuse(forward: Any) -> Any:
+        def run(tensors: Any) -> Any:
+            raise NotImplementedError("no kernel for this fusion")
+        return run
+
+    program = _first_program(_fusion_specs()[0])
+    obs = replay_program(torch, program, Hooks(program=refuse))
+    note = obs.pop("program")
+    assert note["mode"] == "eager"
+    assert note["reason"] == "the region raised NotImplementedError: no kernel for this fusion"
+    ref = reference_observations(program)
+    assert all((obs[k]["data"] == v["data"]).all() for k, v in ref.items() if "data" in v)
