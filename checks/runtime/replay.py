@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -96,8 +97,7 @@ class BackwardTracker:
         in-place call gives the same tensor another node)."""
         if node["op"] in ("input", "module", "getattr"):
             return
-        items = result if isinstance(result, (tuple, list)) else [result]
-        for item in items:
+        for item in _leaves(result):
             if not is_tensor(self.torch, item):
                 continue
             try:
@@ -214,25 +214,55 @@ def load_state(torch: Any, module: Any, state: dict[str, EncodedArray]) -> None:
             target.set_value(source)
 
 
+def materialized(tensor: Any) -> bool:
+    """False for a lazy module's parameter before its first call (``UninitializedParameter``):
+    it has no values yet."""
+    return not type(tensor).__name__.startswith("Uninitialized")
+
+
 def module_tensors(module: Any) -> dict[str, Any]:
+    """A module's parameters and buffers that hold values, by dotted name."""
     tensors: dict[str, Any] = {}
     for name, param in module.named_parameters():
         tensors[name] = param
     for name, buf in module.named_buffers():
         if buf is not None:
             tensors[name] = buf
-    return tensors
+    return {name: t for name, t in tensors.items() if materialized(t)}
 
 
 def module_buffers(module: Any) -> dict[str, Any]:
-    return {name: buf for name, buf in module.named_buffers() if buf is not None}
+    return {name: buf for name, buf in module.named_buffers()
+            if buf is not None and materialized(buf)}
+
+
+def _leaves(value: Any) -> list[Any]:
+    """The items of a (nested) tuple or list result: LSTM's ``(out, (h, c))``."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def _holds_tensor(torch: Any, value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and any(is_tensor(torch, v) for v in _leaves(value))
 
 
 def bind_result(torch: Any, node_id: str, result: Any, values: dict[str, Any]) -> None:
+    """Bind a result and, for a tuple or list, each element (``v3.1``) and each element of
+    those that are tuples themselves (``v3.1.0``)."""
     values[node_id] = result
     if isinstance(result, (tuple, list)) and not isinstance(result, str):
         for index, item in enumerate(result):
-            values[f"{node_id}.{index}"] = item
+            bind_result(torch, f"{node_id}.{index}", item, values)
+
+
+def _observe_tree(torch: Any, key: str, value: Any, out: Observations) -> None:
+    if _holds_tensor(torch, value):
+        out[key] = {"t": "value", "value": f"sequence of {len(value)}"}
+        for index, item in enumerate(value):
+            _observe_tree(torch, f"{key}.{index}", item, out)
+    else:
+        out[key] = observe(torch, value)
 
 
 def observe_result(torch: Any, node: Node, result: Any,
@@ -240,12 +270,7 @@ def observe_result(torch: Any, node: Node, result: Any,
     """Observations a node yields once it has run: its result and whatever it mutated."""
     node_id = node["id"]
     out: Observations = {}
-    if isinstance(result, (tuple, list)) and any(is_tensor(torch, r) for r in result):
-        out[node_id] = {"t": "value", "value": f"sequence of {len(result)}"}
-        for index, item in enumerate(result):
-            out[f"{node_id}.{index}"] = observe(torch, item)
-    else:
-        out[node_id] = observe(torch, result)
+    _observe_tree(torch, node_id, result, out)
     if not is_call(node):
         return out
     if node.get("inplace"):
@@ -280,7 +305,13 @@ def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> An
         return module
     if op == "invoke":
         module, rest = args[0], args[1:]
-        return hooks.callable_for(node["target"], module)(*rest, **kwargs)
+        call = hooks.callable_for(node["target"], module)
+        if "state" in node:
+            # a lazy module's first call: it makes its parameters (at random), which then
+            # get the reference's values before the call that counts
+            call(*rest, **kwargs)
+            load_state(torch, module, node["state"])
+        return call(*rest, **kwargs)
     if op == "method":
         self_value, rest = args[0], args[1:]
         if node["target"] in hooks.overrides:
@@ -291,7 +322,9 @@ def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> An
             method = getattr(self_value, node["name"])
         except AttributeError as exc:
             raise MissingApi(f"{node['target']}: the candidate has no such method") from exc
-        return hooks.callable_for(node["target"], method)(*rest, **kwargs)
+        result = hooks.callable_for(node["target"], method)(*rest, **kwargs)
+        # ``module.parameters()``: a generator, kept as the list it yields
+        return list(result) if isinstance(result, types.GeneratorType) else result
     if op == "getattr":
         try:
             return getattr(args[0], node["name"])
