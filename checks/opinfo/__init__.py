@@ -17,7 +17,8 @@ from .adapter import OpInfoChanged
 
 def opinfo_specs(patterns: Iterable[str] = ()) -> list[Spec]:
     """The OpInfo specs (all, or those matching one of ``patterns``), sorted by name."""
-    from . import modules, specs as ops
+    from . import modules
+    from . import specs as ops
 
     pats = [p for p in patterns if p]
     specs = sorted(ops.catalog().specs + modules.catalog().specs, key=lambda s: s.name)
