@@ -99,19 +99,24 @@ class _Slicer:
             raise CannotSlice(f"{old} is a {type(value).__name__}")
         self.nodes.append(node)
         self.renamed[old] = node["id"]
-        fresh = _float_dtype(prefix_module(node)) if is_call(node) else None
+        if node["op"] == "module" and is_call(node):
+            self._convert(node, value)
+        return {"ref": node["id"]}
+
+    def _convert(self, node: CallNode, value: Any) -> None:
+        """The calls that made a module what it was: ``.to(dtype)``, ``.eval()``."""
+        fresh = _float_dtype(prefix_module(node))
         dtype = _float_dtype(value)
-        if is_call(node) and fresh is not None and dtype is not None and dtype != fresh:
+        if fresh is not None and dtype is not None and dtype != fresh:
             # made with the default dtype and converted (``m.to(torch.float64)``)
             self.nodes.append({"id": self._new_id(), "op": "method", "name": "to",
                                "target": f"{node['target']}.to",
                                "args": [{"ref": node["id"]}, {"dtype": dtype}],
                                "kwargs": {}})
-        if is_call(node) and not getattr(value, "training", True):  # a module in eval mode
+        if not getattr(value, "training", True):  # a module in eval mode
             self.nodes.append({"id": self._new_id(), "op": "method", "name": "eval",
                                "target": f"{node['target']}.eval",
                                "args": [{"ref": node["id"]}], "kwargs": {}})
-        return {"ref": node["id"]}
 
     def _tensor(self, value: Any) -> Node:
         """A literal input; for a non-contiguous view, the literal of its base followed by

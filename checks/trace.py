@@ -307,6 +307,12 @@ class ModuleProxy:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._tracer.record("invoke", self._path, (self, *args), kwargs)
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_"):  # it would change the reference's module alone
+            raise SpecError(f"setting {name!r} on a module is not recorded: give it to the "
+                            "constructor")
+        object.__setattr__(self, name, value)
+
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._tracer.values[self._id], name)
         target = f"{self._path}.{name}"

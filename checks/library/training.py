@@ -18,18 +18,20 @@ def dropout_modes(torch: Any) -> Any:
     kind, dims = choose(("Dropout", 0), ("Dropout1d", 1), ("Dropout2d", 2), ("Dropout3d", 3),
                         ("AlphaDropout", 0))
     training = bool(random_bool())
-    p = oneof(0.0, 1.0) if training and kind != "AlphaDropout" else (
-        0.0 if training else oneof(0.2, 0.5, 1.0))
+    # AlphaDropout's p = 1 in training mode is no deterministic map either
+    training_p = 0.0 if kind == "AlphaDropout" else choose(0.0, 1.0)
+    p = training_p if training else choose(0.2, 0.5, 1.0)
     drop = getattr(torch.nn, kind)(p)
     if not training:
         drop.eval()
     shape = [int(random(1, 4)), int(random(1, 4)), *[int(random(1, 4)) for _ in range(dims)]]
     out = drop(random_tensor(shape=shape, low=-2, high=2))
-    if random_bool():  # back to training, where p = 0 is the identity again
-        drop.train()
-        drop.p = 0.0
-        return out, drop(random_tensor(shape=shape, low=-1, high=1))
-    return out
+    if training or not random_bool():
+        return out
+    drop.train()  # and back: p = 1 drops everything (AlphaDropout's p = 1 is not drawn)
+    if kind == "AlphaDropout" or p != 1.0:
+        return out
+    return out, drop(random_tensor(shape=shape, low=-1, high=1))
 
 
 @autotest(n=12, ops=["torch.nn.BatchNorm1d", "torch.nn.BatchNorm2d", "torch.nn.InstanceNorm1d",

@@ -163,25 +163,45 @@ def _leaves(value: Any) -> list[Any]:
 @functools.lru_cache(maxsize=256)
 def pool(entry: ModuleEntry, dtype: str, seed: int, training: bool) -> Pool:
     """The samples a draw picks from, and why the others were left out."""
+    judged = _judged(entry, dtype, seed, training)
+    if seed != 0:
+        # whether a sample's forward is random or observable depends on how it is built,
+        # not on its values: each sample takes the verdict of seed 0's sample at its place
+        first = _judged(entry, dtype, 0, training)
+        same = len(first) == len(judged)
+        judged = [(planned, reason if planned is None else first[index][1] if same
+                   else _check(entry, planned, dtype, training))
+                  for index, (planned, reason) in enumerate(judged)]
+    made = Pool()
+    for planned, reason in judged:
+        if reason is not None:
+            made.left_out[reason] += 1
+        elif planned is not None:
+            made.plans += (planned,)
+    return made
+
+
+@functools.lru_cache(maxsize=256)
+def _judged(entry: ModuleEntry, dtype: str, seed: int, training: bool
+            ) -> list[tuple[ModulePlan | None, str | None]]:
+    """Each sample planned (or None) and why it cannot be compared (or None); the forward is
+    run (:func:`_check`) only for seed 0, which the other seeds take their verdicts from."""
     try:
         drawn = module_adapter.samples(entry, dtype, seed, training)
     except module_adapter.OpInfoChanged:
         raise
     except Exception as exc:  # the database's own generator failed: nothing to draw from
-        return Pool((), Counter({f"its input generator raised {type(exc).__name__}": 1}))
-    plans, left_out = [], Counter[str]()
+        return [(None, f"its input generator raised {type(exc).__name__}")]
+    judged: list[tuple[ModulePlan | None, str | None]] = []
     for sample in drawn:
         try:
             planned = plan_module(sample)
         except Unsupported as exc:
-            left_out[str(exc)] += 1
+            judged.append((None, str(exc)))
             continue
-        reason = _check(entry, planned, dtype, training)
-        if reason is None:
-            plans.append(planned)
-        else:
-            left_out[reason] += 1
-    return Pool(tuple(plans), left_out)
+        judged.append((planned, _check(entry, planned, dtype, training) if seed == 0
+                       else None))
+    return judged
 
 
 def dtypes_of(entry: ModuleEntry) -> tuple[str, ...]:
