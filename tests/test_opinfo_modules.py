@@ -35,7 +35,7 @@ def entry(name: str) -> module_adapter.ModuleEntry:
 
 def programs_of(spec: Spec, n: int, seed: int = 0) -> list[dict[str, Any]]:
     drawn: list[dict[str, Any]] = []
-    draw_programs(spec, n, seed, lambda program, ref: drawn.append(program))
+    draw_programs(spec, n, seed, lambda program, ref: drawn.append(dict(program)))
     return drawn
 
 
