@@ -129,3 +129,6 @@ def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
     assert data["names_library"] <= data["names_either"] <= data["op_names"]
     assert data["names_opinfo"] <= data["names_either"]
     assert data["draw"]["drew_a_call"] == 1 and data["draw"]["failed"] == {}
+    assert data["module_classes_exercised"] >= 0.95 * data["module_classes"]
+    assert data["module_classes_exercised"] + len(data["module_classes_left_out"]) \
+        == data["module_classes"]

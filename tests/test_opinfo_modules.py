@@ -123,3 +123,15 @@ def test_a_bug_only_in_eval_mode_is_found_with_a_verified_repro(ops: str,
     assert all(f["repro_verified"] for f in findings), [f.get("minimize_error")
                                                         for f in findings]
     assert all(".eval()" in f["repro"] for f in findings)
+
+
+def test_specs_lists_module_specs_and_the_classes_left_out(capsys: Any) -> None:
+    assert main(["specs", "--opinfo", "--ops", "moduleinfo.nn.LSTM"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if line.startswith("moduleinfo.nn.LSTM "))
+    assert row.split() == ["moduleinfo.nn.LSTM", "ModuleInfo", "float32,float64",
+                           "torch.nn.LSTM"]
+    total = module_adapter.database().total
+    exercised = int(out.split("ModuleInfo: ", 1)[1].split(" of ", 1)[0])
+    assert exercised >= 0.95 * total
+    assert "  nn.TransformerEncoder: a module instance as a constructor argument" in out

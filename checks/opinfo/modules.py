@@ -249,6 +249,13 @@ class Coverage:
     exercised: tuple[str, ...]
     left_out: dict[str, str]  # entry name -> reason
 
+    def render(self) -> str:
+        """Lines for ``alignbot specs --opinfo``: the count and each class left out."""
+        lines = [f"ModuleInfo: {len(self.exercised)} of {self.total} module classes exercised"
+                 + ("; left out:" if self.left_out else "")]
+        lines += [f"  {name}: {reason}" for name, reason in self.left_out.items()]
+        return "\n".join(lines) + "\n"
+
 
 def coverage() -> Coverage:
     data = module_adapter.database()
