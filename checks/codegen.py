@@ -12,6 +12,9 @@ from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Reci
 from .runtime.values import FLOAT_DTYPES, decode_array, make_array
 
 LITERAL_LIMIT = 64
+# Module methods that return a generator: ``model.parameters()``
+GENERATORS = frozenset({"parameters", "buffers", "children", "modules", "named_parameters",
+                        "named_buffers", "named_children", "named_modules"})
 BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/",
           "__floordiv__": "//", "__mod__": "%", "__pow__": "**", "__matmul__": "@",
           "__and__": "&", "__or__": "|", "__xor__": "^", "__lshift__": "<<",
@@ -239,6 +242,8 @@ def _method(node: CallNode, names: dict[str, str], name: str, wrap: bool,
     elif method in INPLACE and len(rest) == 1:
         yield f"{this} {INPLACE[method]}= {rest[0]}"
         yield f"{name} = {this}"
+    elif method in GENERATORS:  # the replay keeps what they yield as a list
+        yield f"{name} = list({this}.{method}({_call_args(node, names, skip=1, float_dtype=fd)}))"
     else:
         yield f"{name} = {this}.{method}({_call_args(node, names, skip=1, float_dtype=fd)})"
 

@@ -4,9 +4,11 @@ The candidate worker calls :func:`replay`; the engine's tracer calls the same he
 (:func:`make_input`, :func:`observe_result`, :func:`run_backward`) while it runs the reference,
 so both sides build inputs and take observations with one piece of code.
 
-Observation keys: ``v3`` (a node's result), ``v3.0`` (an element of a tuple result),
-``v3!self`` (the mutated argument of an in-place call), ``v3!state.running_mean`` (a module's
-buffer after a call), ``final:v0`` (an input at the end of the program), ``grad:v0`` /
+Observation keys: ``v3`` (a node's result), ``v3.0`` (an element of a tuple result, ``v3.1.0``
+of a tuple within it), ``v3!self`` (the mutated argument of an in-place call),
+``v3!state.running_mean`` (a module's buffer after a call;
+``v3!state.param_groups[0]['params'][1]`` a parameter after an optimizer's ``step()``),
+``final:v0`` (an input at the end of the program), ``grad:v0`` /
 ``grad:v2:weight`` (gradients), ``autograd`` (what :class:`BackwardTracker` saw of each call's
 backward node). When the backward raises, the ``backward`` error names the call whose backward
 node was running (``node``) and that node's class (``grad_fn``).
@@ -283,6 +285,22 @@ def observe_result(torch: Any, node: Node, result: Any,
         module = values[ref_of(node["args"][0])]
         for name, buf in module_buffers(module).items():
             out[f"{node_id}!state.{name}"] = observe(torch, buf)
+    if node["op"] == "method" and node.get("name") == "step" and is_ref(node["args"][0]):
+        out.update(_stepped(torch, node_id, values[node["args"][0]["ref"]]))
+    return out
+
+
+def _stepped(torch: Any, node_id: str, optimizer: Any) -> Observations:
+    """The parameters an optimizer's ``step()`` updated, each keyed by the expression that
+    reads it (``v9!state.param_groups[0]['params'][1]``): a wrong update shows at the step."""
+    groups = getattr(optimizer, "param_groups", None)
+    if not isinstance(groups, list):
+        return {}
+    out: Observations = {}
+    for g, group in enumerate(groups):
+        params = group.get("params", []) if isinstance(group, dict) else []
+        for i, param in enumerate(params):
+            out[f"{node_id}!state.param_groups[{g}]['params'][{i}]"] = observe(torch, param)
     return out
 
 
