@@ -135,3 +135,15 @@ def test_specs_lists_module_specs_and_the_classes_left_out(capsys: Any) -> None:
     exercised = int(out.split("ModuleInfo: ", 1)[1].split(" of ", 1)[0])
     assert exercised >= 0.95 * total
     assert "  nn.TransformerEncoder: a module instance as a constructor argument" in out
+
+
+def test_a_bug_in_a_tuple_within_the_result_gets_a_verified_repro(tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    code = main(["check", "--prelude", (FIXTURES / "lstm_state_prelude.py").read_text(),
+                 "--opinfo", "--ops", "moduleinfo.nn.LSTM", "--n", "3", "--seed", "1",
+                 "--json", str(report), "--no-progress", "--jobs", "1"])
+    assert code == 1
+    findings = json.loads(report.read_text())["findings"]
+    assert findings and {f["op"] for f in findings} == {"torch.nn.LSTM"}
+    assert all(f["observation"].endswith(".1.1") for f in findings)  # c of (out, (h, c))
+    assert all(f["repro_verified"] and "[1][1]" in f["repro"] for f in findings)

@@ -43,17 +43,17 @@ def ops(program: dict[str, Any]) -> list[tuple[str, str]]:
     return [(n["op"], n.get("name", n.get("target", ""))) for n in program["nodes"]]
 
 
-def test_eval_and_to_return_the_module_and_are_recorded_as_its_methods() -> None:
+def test_eval_and_double_return_the_module_and_are_recorded_as_its_methods() -> None:
     def spec(torch: Any) -> Any:
-        norm = torch.nn.BatchNorm1d(3).to(torch.float64)
+        norm = torch.nn.BatchNorm1d(3).double()
         first = norm(random_tensor(shape=[4, 3], dtype="float64"))
         norm.eval()
         return first, norm(random_tensor(shape=[4, 3], dtype="float64"))
 
     program, ref = traced(spec)
-    assert ("method", "to") in ops(program) and ("method", "eval") in ops(program)
+    assert ("method", "double") in ops(program) and ("method", "eval") in ops(program)
     invokes = [n for n in program["nodes"] if n["op"] == "invoke"]
-    assert invokes[0]["args"][0] == {"ref": "v1"}  # the module, through what .to() returned
+    assert invokes[0]["args"][0] == {"ref": "v1"}  # the module, as .double() returned it
     assert ref[f"{invokes[0]['id']}!state.running_mean"]["dtype"] == "float64"
     assert "grad:v0:weight" in ref
     assert_replays(program, ref)
