@@ -67,7 +67,8 @@ def test_a_changed_database_fails_loudly_naming_what_changed(monkeypatch: Any) -
 
 def test_module_specs_come_with_opinfo_and_select_by_glob() -> None:
     names = {s.name for s in opinfo_specs(["moduleinfo.nn.LSTM*"])}
-    assert names == {"moduleinfo.nn.LSTM", "moduleinfo.nn.LSTMCell"}
+    assert names == {"moduleinfo.nn.LSTM", "moduleinfo.nn.LSTMCell", "moduleinfo.nn.LSTM.errors",
+                     "moduleinfo.nn.LSTMCell.errors"}
     assert {s.source for s in opinfo_specs(["torch.nn.GRU"])} == {"ModuleInfo"}
 
 
@@ -82,6 +83,15 @@ def test_programs_build_convert_set_the_mode_and_call() -> None:
         assert (("method", "to") in ops) == (dtype == "float64")
         seen.add((dtype, ("method", "eval") in ops))
     assert len(seen) >= 3  # both dtypes, both modes
+
+
+def test_error_inputs_are_programs_the_reference_rejects() -> None:
+    (spec,) = specs_named("moduleinfo.nn.LSTM.errors")
+    assert spec.raises and not spec.backward
+    for program in programs_of(spec, 4):
+        raised = [n for n in program["nodes"] if n.get("raises")]
+        assert raised and raised[-1] is program["nodes"][-1]
+        assert raised[-1]["op"] in ("module", "invoke")
 
 
 def test_a_random_forward_is_left_out_in_training_mode_only() -> None:

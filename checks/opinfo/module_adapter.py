@@ -20,7 +20,8 @@ from .adapter import OpInfoChanged, Skipped, _lookup, check_attrs
 
 MODULE_DB_MODULE = "torch.testing._internal.common_modules"
 ENTRY_ATTRS = ("name", "module_cls", "module_inputs_func", "supported_dtypes",
-               "train_and_eval_differ")
+               "train_and_eval_differ", "module_error_inputs_func")
+ERROR_ATTRS = ("module_error_input", "error_on", "error_type", "error_regex")
 SAMPLE_ATTRS = ("constructor_input", "forward_input", "desc")
 FUNCTION_INPUT_ATTRS = ("args", "kwargs")
 MAX_SAMPLES = 48  # taken from one generator call: LinearCrossEntropyLoss makes hundreds
@@ -35,6 +36,7 @@ class ModuleEntry:
     target: str
     dtypes: tuple[str, ...]  # every dtype the entry declares for the CPU, sorted
     train_and_eval_differ: bool
+    has_errors: bool = False  # the entry declares inputs its constructor or forward rejects
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,8 @@ def database() -> ModuleDatabase:
             continue
         dtypes = tuple(sorted(str(d).rsplit(".", 1)[-1] for d in info.supported_dtypes("cpu")))
         entries.append(ModuleEntry(info.name, index, target, dtypes,
-                                   bool(info.train_and_eval_differ)))
+                                   bool(info.train_and_eval_differ),
+                                   info.module_error_inputs_func is not None))
     return ModuleDatabase(tuple(entries), tuple(skipped), len(raw))
 
 
@@ -99,6 +102,22 @@ def samples(entry: ModuleEntry, dtype: str, seed: int, training: bool) -> list[M
         drawn = info.module_inputs_func(info, device="cpu", dtype=getattr(torch, dtype),
                                         requires_grad=True, training=training)
     return [_sample(s) for s in list(drawn)[:MAX_SAMPLES]]
+
+
+def error_samples(entry: ModuleEntry, dtype: str, seed: int) -> list[ModuleSample]:
+    """The module inputs the entry declares invalid (the expected error types are not kept:
+    the reference's own error is what the candidate must match)."""
+    import torch
+
+    info = module_db()[entry.index]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        drawn = info.module_error_inputs_func(info, device="cpu", dtype=getattr(torch, dtype),
+                                              requires_grad=False, training=True)
+    errors = list(drawn)[:MAX_SAMPLES]
+    for error in errors:
+        check_attrs(error, ERROR_ATTRS, f"an error input of {info.name}")
+    return [_sample(error.module_error_input) for error in errors]
 
 
 def _sample(sample: Any) -> ModuleSample:

@@ -14,6 +14,9 @@ Randomness: a sample whose forward gives different results under two generator s
 for that mode; its evaluation-mode draws stay. A sample that cannot be written as a Program
 (a module instance or a non-torch callable as a constructor argument, an unsupported dtype)
 is left out too, with the reason counted (:func:`coverage`).
+
+Where the entry declares error inputs, ``moduleinfo.nn.<Module>.errors`` builds and calls the
+module on one of those the reference rejects here (``raises=True``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from .specs import DTYPES, Catalog, Plan, TensorValue, Unsupported, arguments, p
 
 SEEDS = 2**16
 SAMPLE_DRAWS = 10
+ERROR_DRAWS = 5
 RANDOM_IN_TRAINING = "its forward is random in training mode (dropout)"
 
 
@@ -204,6 +208,33 @@ def _judged(entry: ModuleEntry, dtype: str, seed: int, training: bool
     return judged
 
 
+@functools.lru_cache(maxsize=256)
+def error_pool(entry: ModuleEntry, dtype: str, seed: int) -> tuple[ModulePlan, ...]:
+    """The entry's error inputs that a Program can carry and that the reference rejects
+    here (on the CPU, in training mode)."""
+    import torch
+
+    try:
+        drawn = module_adapter.error_samples(entry, dtype, seed)
+    except module_adapter.OpInfoChanged:
+        raise
+    except Exception:  # the database's own generator failed: nothing to draw from
+        return ()
+    plans = []
+    for sample in drawn:
+        try:
+            planned = plan_module(sample)
+        except Unsupported:
+            continue
+        with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                call(torch, entry, planned, dtype, True, _real)
+            except Exception:
+                plans.append(planned)
+    return tuple(plans)
+
+
 def dtypes_of(entry: ModuleEntry) -> tuple[str, ...]:
     return tuple(d for d in DTYPES if d in entry.dtypes)
 
@@ -223,6 +254,20 @@ def module_spec(entry: ModuleEntry, dtypes: tuple[str, ...]) -> Spec:
                 source="ModuleInfo")
 
 
+def error_spec(entry: ModuleEntry, dtype: str) -> Spec:
+    """The entry's error inputs, declared invalid: the candidate must reject them too."""
+    def fn(torch: Any) -> Any:
+        plans = error_pool(entry, dtype, int(random(0, SEEDS)))
+        if not plans:
+            return None
+        return call(torch, entry, plans[int(random(0, len(plans)))], dtype, True)
+
+    name = f"moduleinfo.{entry.name}.errors"
+    fn.__name__ = fn.__qualname__ = name
+    return Spec(name=name, fn=fn, n=ERROR_DRAWS, backward=False, raises=True,
+                ops=(entry.target,), source="ModuleInfo")
+
+
 def catalog() -> Catalog:
     """Every ModuleInfo spec, and the reasons for the entries that gave none."""
     data = module_adapter.database()
@@ -237,6 +282,8 @@ def catalog() -> Catalog:
             result.skipped["no CPU dtype the Program format carries"] += 1
             continue
         result.specs.append(module_spec(entry, dtypes))
+        if entry.has_errors:
+            result.specs.append(error_spec(entry, dtypes[0]))
     return result
 
 
