@@ -1,6 +1,8 @@
 """How much of PyTorch's OpInfo database the specs cover: entries, op names, OpInfo specs made
 and skipped (and why), and the op names covered by the library's specs, the OpInfo specs and
-both together.
+both together; then the module classes of the ModuleInfo database that a ModuleInfo spec
+exercises (a usable sample in some mode, for the first dtype and seed 0), and each class left
+out with its reason.
 
 An op name (``nn.functional.relu``) counts as covered by the library when one of a library
 spec's declared ``ops`` is ``torch.<name>``, ``torch.Tensor.<name>`` or the entry's own
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from checks.engine import draw_programs
-from checks.opinfo import adapter
+from checks.opinfo import adapter, modules
 from checks.opinfo.specs import catalog, entry_dtypes
 from checks.spec import Spec, library_specs
 
@@ -67,6 +69,20 @@ def sweep(specs: list[Spec], n: int) -> dict[str, Any]:
     return {"drew_a_call": len(drew), "drew_specs": drew, "no_usable_sample": len(empty),
             "empty_specs": empty, "failed": dict(failed), "failed_examples": examples,
             "failures": failures, "dtypes_drawn": pairs}
+
+
+def module_coverage() -> dict[str, Any]:
+    """Print and return how many ModuleInfo module classes a spec exercises."""
+    start = time.perf_counter()
+    covered = modules.coverage()
+    seconds = time.perf_counter() - start
+    share = 100 * len(covered.exercised) / covered.total
+    print(f"module_db: {covered.total} module classes, {len(covered.exercised)} exercised by "
+          f"a ModuleInfo spec ({share:.1f}%; judged in {seconds:.1f} s); left out:")
+    for name, reason in covered.left_out.items():
+        print(f"  {name}: {reason}")
+    return {"module_classes": covered.total, "module_classes_exercised": len(covered.exercised),
+            "module_classes_left_out": covered.left_out}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,6 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                        ("either", "names_either")):
         print(f"op names covered by {label}: {figures[key]} of {names} "
               f"({100 * figures[key] / names:.1f}%)")
+    figures.update(module_coverage())
     if args.draw:
         pats = [p for p in args.ops.split(",") if p]
         chosen = [s for s in made.specs if not pats or s.matches(pats)]

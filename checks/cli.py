@@ -466,6 +466,10 @@ def cmd_specs(args: argparse.Namespace) -> int:
         print(json.dumps([entry.to_json() for entry in entries], indent=2))
     else:
         print(catalog.render(entries), end="")
+        if args.opinfo:
+            from .opinfo.modules import coverage
+
+            print(coverage().render(), end="")
     return 0
 
 

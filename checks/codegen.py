@@ -12,6 +12,9 @@ from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Reci
 from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES, PART_DTYPES, decode_array, make_array
 
 LITERAL_LIMIT = 64
+# Module methods that return a generator: ``model.parameters()``
+GENERATORS = frozenset({"parameters", "buffers", "children", "modules", "named_parameters",
+                        "named_buffers", "named_children", "named_modules"})
 BINARY = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/",
           "__floordiv__": "//", "__mod__": "%", "__pow__": "**", "__matmul__": "@",
           "__and__": "&", "__or__": "|", "__xor__": "^", "__lshift__": "<<",
@@ -213,7 +216,7 @@ def statements(program: Program, wrap: bool = False,
         elif node["op"] == "module":
             to = f".to({fd})" if fd else ".to(device)" if device else ""
             yield f"{name} = {node['target']}({_call_args(node, names, float_dtype=fd)}){to}"
-            yield from _state_lines(name, node, program["nodes"][:position])
+            yield from _state_lines(name, node, _fresh_state(node, program["nodes"][:position]))
         elif node["op"] == "call":
             fn = node["target"]
             if wrap:
@@ -222,13 +225,18 @@ def statements(program: Program, wrap: bool = False,
         elif node["op"] == "invoke":
             module = literal(node["args"][0], names)
             fn = f"call({node['target']!r}, {module})" if wrap else module
+            if "state" in node:  # a lazy module: its first call makes the parameters we set
+                yield f"{fn}({_call_args(node, names, skip=1, float_dtype=fd)})"
+                yield from _state_lines(module, node, {})
             yield f"{name} = {fn}({_call_args(node, names, skip=1, float_dtype=fd)})"
         elif node["op"] == "getattr":
             yield f"{name} = {literal(node['args'][0], names)}.{node['name']}"
         elif node["op"] == "method":
             yield from _method(node, names, name, wrap, fd)
-        for index in range(8):
+        for index in range(8):  # the elements of a tuple result, and of its tuples (LSTM)
             names.setdefault(f"{node_id}.{index}", f"{name}[{index}]")
+            for inner in range(4):
+                names.setdefault(f"{node_id}.{index}.{inner}", f"{name}[{index}][{inner}]")
 
 
 def _method(node: CallNode, names: dict[str, str], name: str, wrap: bool,
@@ -255,13 +263,15 @@ def _method(node: CallNode, names: dict[str, str], name: str, wrap: bool,
     elif method in INPLACE and len(rest) == 1:
         yield f"{this} {INPLACE[method]}= {rest[0]}"
         yield f"{name} = {this}"
+    elif method in GENERATORS:  # the replay keeps what they yield as a list
+        yield f"{name} = list({this}.{method}({_call_args(node, names, skip=1, float_dtype=fd)}))"
     else:
         yield f"{name} = {this}.{method}({_call_args(node, names, skip=1, float_dtype=fd)})"
 
 
-def _state_lines(name: str, node: CallNode, before: list[Node]) -> Iterator[str]:
-    """Set the module's parameters and buffers that a fresh module would not already have."""
-    fresh = _fresh_state(node, before)
+def _state_lines(name: str, node: CallNode, fresh: dict[str, np.ndarray]) -> Iterator[str]:
+    """Set the module's parameters and buffers that differ from ``fresh`` (what a freshly
+    built module would already have)."""
     lines = []
     for key, data in node.get("state", {}).items():
         arr = decode_array(data)

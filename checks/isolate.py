@@ -99,11 +99,24 @@ class _Slicer:
             raise CannotSlice(f"{old} is a {type(value).__name__}")
         self.nodes.append(node)
         self.renamed[old] = node["id"]
-        if is_call(node) and not getattr(value, "training", True):  # a module in eval mode
+        if node["op"] == "module" and is_call(node):
+            self._convert(node, value)
+        return {"ref": node["id"]}
+
+    def _convert(self, node: CallNode, value: Any) -> None:
+        """The calls that made a module what it was: ``.to(dtype)``, ``.eval()``."""
+        fresh = _float_dtype(prefix_module(node))
+        dtype = _float_dtype(value)
+        if fresh is not None and dtype is not None and dtype != fresh:
+            # made with the default dtype and converted (``m.to(torch.float64)``)
+            self.nodes.append({"id": self._new_id(), "op": "method", "name": "to",
+                               "target": f"{node['target']}.to",
+                               "args": [{"ref": node["id"]}, {"dtype": dtype}],
+                               "kwargs": {}})
+        if not getattr(value, "training", True):  # a module in eval mode
             self.nodes.append({"id": self._new_id(), "op": "method", "name": "eval",
                                "target": f"{node['target']}.eval",
                                "args": [{"ref": node["id"]}], "kwargs": {}})
-        return {"ref": node["id"]}
 
     def _tensor(self, value: Any) -> Node:
         """A literal input; for a non-contiguous view, the literal of its base followed by
@@ -143,11 +156,20 @@ class _Slicer:
         import torch
 
         built = self.by_id.get(old)
+        while built is not None and built["op"] == "method" and is_ref(built["args"][0]):
+            built = self.by_id.get(built["args"][0]["ref"])  # ``m.eval()`` returned ``m``
         if built is None or built["op"] != "module" or node_refs(built):
             raise CannotSlice(f"module {old} was not built from literals")
+        if type(module).__name__ != built["target"].rsplit(".", 1)[-1]:
+            raise CannotSlice(f"module {old} is a lazy module after its first call")
         state = {k: encode_array(to_numpy(torch, t)[1]) for k, t in module_tensors(module).items()}
+        kwargs = dict(built["kwargs"])
+        dtype = _float_dtype(module)
+        if dtype is not None and "dtype" in _parameters(module) and dtype != _float_dtype(
+                prefix_module(built)):
+            kwargs["dtype"] = {"dtype": dtype}  # built in it: its state travels unrounded
         return {"id": self._new_id(), "op": "module", "target": built["target"],
-                "args": built["args"], "kwargs": built["kwargs"], "state": state}
+                "args": built["args"], "kwargs": kwargs, "state": state}
 
     def rewrite(self, value: Any) -> Any:
         if isinstance(value, list):
@@ -157,6 +179,24 @@ class _Slicer:
         if isinstance(value, dict):
             return {k: self.rewrite(v) for k, v in value.items()}
         return value
+
+
+def _float_dtype(module: Any) -> str | None:
+    """The dtype of a module's first floating parameter or buffer."""
+    for tensor in module_tensors(module).values():
+        if tensor.is_floating_point():
+            return str(tensor.dtype).rsplit(".", 1)[-1]
+    return None
+
+
+def _parameters(module: Any) -> set[str]:
+    """The keyword arguments the module's constructor takes."""
+    import inspect
+
+    try:
+        return set(inspect.signature(type(module).__init__).parameters)
+    except (TypeError, ValueError):
+        return set()
 
 
 def _encode(value: Any) -> Any:

@@ -96,8 +96,8 @@ def variable_names(program: Program) -> dict[str, str]:
 
 
 def _ref_name(names: dict[str, str], node_id: str) -> str:
-    base, _, index = node_id.partition(".")
-    return f"{names[base]}[{index}]" if index else names[base]
+    base, *indices = node_id.split(".")
+    return names[base] + "".join(f"[{index}]" for index in indices)
 
 
 def _returns(program: Program, finding: Finding, names: dict[str, str],

@@ -16,14 +16,16 @@ from .program import (
     InputNode,
     Node,
     Recipe,
+    call_args,
     call_kwargs,
 )
-from .runtime.literals import ref_of
+from .runtime.literals import is_ref, ref_of
 from .runtime.replay import (
     BackwardTracker,
     Hooks,
     backward_error,
     bind_result,
+    materialized,
     module_tensors,
     observe_finals,
     observe_result,
@@ -93,6 +95,8 @@ class Tracer:
         last = name or target.rsplit(".", 1)[-1]
         if is_inplace(op, last, enc_kwargs) or self._inplace_module(op, enc_args):
             node["inplace"] = True
+        if op == "invoke" and _lazy(self.values[ref_of(enc_args[0])]):
+            node["state"] = {}  # filled in below: what its first call made
         self.nodes.append(node)
         try:
             result = run_node(self.torch, node, self.values, self.hooks)
@@ -101,9 +105,10 @@ class Tracer:
             self.observations[node["id"]] = observe_error(exc)
             self.raised = exc
             raise
-        if op == "module":
+        if op == "module" or "state" in node:
+            module = result if op == "module" else self.values[ref_of(enc_args[0])]
             node["state"] = {k: encode_array(to_numpy(self.torch, t)[1])
-                             for k, t in module_tensors(result).items()}
+                             for k, t in module_tensors(module).items()}
         bind_result(self.torch, node["id"], result, self.values)
         self.observations.update(observe_result(self.torch, node, result, self.values))
         self.tracker.watch(node, result)
@@ -113,15 +118,24 @@ class Tracer:
         """A module built with ``inplace=True`` (``nn.ReLU(inplace=True)``) mutates its input."""
         if op != "invoke":
             return False
-        built = next(n for n in self.nodes if n["id"] == ref_of(args[0]))
-        return call_kwargs(built).get("inplace") is True
+        return call_kwargs(self.built(ref_of(args[0]))).get("inplace") is True
+
+    def built(self, module_id: str) -> Node:
+        """The node that built a module, through the calls that returned it again
+        (``m.eval()``, ``m.to(torch.float64)``)."""
+        by_id = {n["id"]: n for n in self.nodes}
+        node = by_id[module_id]
+        while node["op"] == "method" and call_args(node) and is_ref(call_args(node)[0]):
+            node = by_id[ref_of(call_args(node)[0])]
+        return node
 
     def wrap(self, value_id: str, result: Any, module_path: str) -> Any:
         if is_tensor(self.torch, result):
             return TensorProxy(self, value_id)
-        if isinstance(result, self.torch.nn.Module):
+        if isinstance(result, (self.torch.nn.Module, self.torch.optim.Optimizer)):
             return ModuleProxy(self, value_id, module_path)
-        if isinstance(result, (tuple, list)) and any(is_tensor(self.torch, r) for r in result):
+        if isinstance(result, (tuple, list)) and any(
+                is_tensor(self.torch, r) for r in _flatten(list(result))):
             items = [self.wrap(f"{value_id}.{i}", r, module_path) for i, r in enumerate(result)]
             fields = getattr(result, "_fields", None) or getattr(type(result), "__match_args__",
                                                                  None)
@@ -134,6 +148,8 @@ class Tracer:
         value = resolve(value)
         if isinstance(value, (TensorProxy, ModuleProxy)):
             return {"ref": value._id}
+        if isinstance(value, (FunctionProxy, ModuleClassProxy)):  # activation=F.gelu
+            return {"attr": value._path}
         if value is NOTHING:
             raise SpecError("nothing() can only be passed as a keyword argument")
         if value is None or isinstance(value, (bool, int, str)):
@@ -220,6 +236,11 @@ class Tracer:
         return leaves, intermediates
 
 
+def _lazy(module: Any) -> bool:
+    """A lazy module (``nn.LazyConv2d``) whose parameters its first call will make."""
+    return any(not materialized(t) for t in [*module.parameters(), *module.buffers()])
+
+
 def _flatten(value: Any) -> list[Any]:
     value = resolve(value)  # a spec may return an unresolved random_tensor()
     if isinstance(value, (tuple, list)):
@@ -287,6 +308,12 @@ class ModuleProxy:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self._tracer.record("invoke", self._path, (self, *args), kwargs)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if not name.startswith("_"):  # it would change the reference's module alone
+            raise SpecError(f"setting {name!r} on a module is not recorded: give it to the "
+                            "constructor")
+        object.__setattr__(self, name, value)
 
     def __getattr__(self, name: str) -> Any:
         real = getattr(self._tracer.values[self._id], name)

@@ -129,6 +129,12 @@ def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
     assert data["names_library"] <= data["names_either"] <= data["op_names"]
     assert data["names_opinfo"] <= data["names_either"]
     assert data["draw"]["drew_a_call"] == 1 and data["draw"]["failed"] == {}
+    assert data["entry_dtype_pairs_drawable"] > data["entries_with_a_spec"]
+    assert 1 <= data["draw"]["entry_dtype_pairs_exercised"] <= len(
+        data["draw"]["dtypes_drawn"]["opinfo.abs"])
+    assert data["module_classes_exercised"] >= 0.95 * data["module_classes"]
+    assert data["module_classes_exercised"] + len(data["module_classes_left_out"]) \
+        == data["module_classes"]
 
 
 @pytest.mark.services
@@ -163,7 +169,3 @@ def test_exploration_counts_what_free_and_steered_draws_exercise(tmp_path: Path)
     assert free["drawn"] < free["seen"] and steered["drawn"] == steered["seen"]
     assert steered["specs_missing"] == 0 and list(free["missed"]) == ["reductions.var_std"]
 
-
-    assert data["entry_dtype_pairs_drawable"] > data["entries_with_a_spec"]
-    assert 1 <= data["draw"]["entry_dtype_pairs_exercised"] <= len(
-        data["draw"]["dtypes_drawn"]["opinfo.abs"])

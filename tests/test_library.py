@@ -8,9 +8,11 @@ with the reference alone; one slow test runs the whole library against the refer
 from __future__ import annotations
 
 import importlib
+import json
 import math
 import pkgutil
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -18,9 +20,11 @@ import pytest
 
 from checks import CandidateProcess, check
 from checks import library as library_package
+from checks.cli import main
 from checks.engine import draw_programs
 from checks.spec import Spec, library_specs
 
+FIXTURES = Path(__file__).parent / "fixtures"
 DRAWS = 4
 SEEDS = (0, 1)
 MAX_INPUT_ELEMENTS = 1000  # the library must stay fast on a small CPU machine
@@ -125,6 +129,19 @@ def test_max_pool_windows_never_lie_wholly_in_padding() -> None:
 
     for seed in range(6):
         draw_programs(spec, spec.n, seed, visit)
+
+
+def test_a_wrong_optimizer_step_is_found_at_the_step(tmp_path: Path) -> None:
+    """training.train_steps observes the parameters after each ``step()``: the finding names
+    the optimizer's step, and its repro (the program up to there) is verified."""
+    report = tmp_path / "report.json"
+    code = main(["check", "--prelude", (FIXTURES / "optimizer_prelude.py").read_text(),
+                 "--ops", "training.train_steps", "--n", "4", "--seed", "1", "--json",
+                 str(report), "--no-progress", "--jobs", "1"])
+    assert code == 1
+    findings = json.loads(report.read_text())["findings"]
+    assert findings and {f["op"] for f in findings} == {"torch.optim.SGD.step"}
+    assert all(f["repro_verified"] for f in findings)
 
 
 @pytest.mark.slow

@@ -4,9 +4,11 @@ The candidate worker calls :func:`replay`; the engine's tracer calls the same he
 (:func:`make_input`, :func:`observe_result`, :func:`run_backward`) while it runs the reference,
 so both sides build inputs and take observations with one piece of code.
 
-Observation keys: ``v3`` (a node's result), ``v3.0`` (an element of a tuple result),
-``v3!self`` (the mutated argument of an in-place call), ``v3!state.running_mean`` (a module's
-buffer after a call), ``final:v0`` (an input at the end of the program), ``grad:v0`` /
+Observation keys: ``v3`` (a node's result), ``v3.0`` (an element of a tuple result, ``v3.1.0``
+of a tuple within it), ``v3!self`` (the mutated argument of an in-place call),
+``v3!state.running_mean`` (a module's buffer after a call;
+``v3!state.param_groups[0]['params'][1]`` a parameter after an optimizer's ``step()``),
+``final:v0`` (an input at the end of the program), ``grad:v0`` /
 ``grad:v2:weight`` (gradients), ``autograd`` (what :class:`BackwardTracker` saw of each call's
 backward node). When the backward raises, the ``backward`` error names the call whose backward
 node was running (``node``) and that node's class (``grad_fn``).
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+import types
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -103,8 +106,7 @@ class BackwardTracker:
         in-place call gives the same tensor another node)."""
         if node["op"] in ("input", "module", "getattr"):
             return
-        items = result if isinstance(result, (tuple, list)) else [result]
-        for item in items:
+        for item in _leaves(result):
             if not is_tensor(self.torch, item):
                 continue
             try:
@@ -221,25 +223,55 @@ def load_state(torch: Any, module: Any, state: dict[str, EncodedArray]) -> None:
             target.set_value(source)
 
 
+def materialized(tensor: Any) -> bool:
+    """False for a lazy module's parameter before its first call (``UninitializedParameter``):
+    it has no values yet."""
+    return not type(tensor).__name__.startswith("Uninitialized")
+
+
 def module_tensors(module: Any) -> dict[str, Any]:
+    """A module's parameters and buffers that hold values, by dotted name."""
     tensors: dict[str, Any] = {}
     for name, param in module.named_parameters():
         tensors[name] = param
     for name, buf in module.named_buffers():
         if buf is not None:
             tensors[name] = buf
-    return tensors
+    return {name: t for name, t in tensors.items() if materialized(t)}
 
 
 def module_buffers(module: Any) -> dict[str, Any]:
-    return {name: buf for name, buf in module.named_buffers() if buf is not None}
+    return {name: buf for name, buf in module.named_buffers()
+            if buf is not None and materialized(buf)}
+
+
+def _leaves(value: Any) -> list[Any]:
+    """The items of a (nested) tuple or list result: LSTM's ``(out, (h, c))``."""
+    if isinstance(value, (tuple, list)):
+        return [leaf for item in value for leaf in _leaves(item)]
+    return [value]
+
+
+def _holds_tensor(torch: Any, value: Any) -> bool:
+    return isinstance(value, (tuple, list)) and any(is_tensor(torch, v) for v in _leaves(value))
 
 
 def bind_result(torch: Any, node_id: str, result: Any, values: dict[str, Any]) -> None:
+    """Bind a result and, for a tuple or list, each element (``v3.1``) and each element of
+    those that are tuples themselves (``v3.1.0``)."""
     values[node_id] = result
     if isinstance(result, (tuple, list)) and not isinstance(result, str):
         for index, item in enumerate(result):
-            values[f"{node_id}.{index}"] = item
+            bind_result(torch, f"{node_id}.{index}", item, values)
+
+
+def _observe_tree(torch: Any, key: str, value: Any, out: Observations) -> None:
+    if _holds_tensor(torch, value):
+        out[key] = {"t": "value", "value": f"sequence of {len(value)}"}
+        for index, item in enumerate(value):
+            _observe_tree(torch, f"{key}.{index}", item, out)
+    else:
+        out[key] = observe(torch, value)
 
 
 def observe_result(torch: Any, node: Node, result: Any,
@@ -247,12 +279,7 @@ def observe_result(torch: Any, node: Node, result: Any,
     """Observations a node yields once it has run: its result and whatever it mutated."""
     node_id = node["id"]
     out: Observations = {}
-    if isinstance(result, (tuple, list)) and any(is_tensor(torch, r) for r in result):
-        out[node_id] = {"t": "value", "value": f"sequence of {len(result)}"}
-        for index, item in enumerate(result):
-            out[f"{node_id}.{index}"] = observe(torch, item)
-    else:
-        out[node_id] = observe(torch, result)
+    _observe_tree(torch, node_id, result, out)
     if not is_call(node):
         return out
     if node.get("inplace"):
@@ -265,6 +292,22 @@ def observe_result(torch: Any, node: Node, result: Any,
         module = values[ref_of(node["args"][0])]
         for name, buf in module_buffers(module).items():
             out[f"{node_id}!state.{name}"] = observe(torch, buf)
+    if node["op"] == "method" and node.get("name") == "step" and is_ref(node["args"][0]):
+        out.update(_stepped(torch, node_id, values[node["args"][0]["ref"]]))
+    return out
+
+
+def _stepped(torch: Any, node_id: str, optimizer: Any) -> Observations:
+    """The parameters an optimizer's ``step()`` updated, each keyed by the expression that
+    reads it (``v9!state.param_groups[0]['params'][1]``): a wrong update shows at the step."""
+    groups = getattr(optimizer, "param_groups", None)
+    if not isinstance(groups, list):
+        return {}
+    out: Observations = {}
+    for g, group in enumerate(groups):
+        params = group.get("params", []) if isinstance(group, dict) else []
+        for i, param in enumerate(params):
+            out[f"{node_id}!state.param_groups[{g}]['params'][{i}]"] = observe(torch, param)
     return out
 
 
@@ -287,7 +330,13 @@ def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> An
         return module
     if op == "invoke":
         module, rest = args[0], args[1:]
-        return hooks.callable_for(node["target"], module)(*rest, **kwargs)
+        call = hooks.callable_for(node["target"], module)
+        if "state" in node:
+            # a lazy module's first call: it makes its parameters (at random), which then
+            # get the reference's values before the call that counts
+            call(*rest, **kwargs)
+            load_state(torch, module, node["state"])
+        return call(*rest, **kwargs)
     if op == "method":
         self_value, rest = args[0], args[1:]
         if node["target"] in hooks.overrides:
@@ -298,7 +347,9 @@ def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> An
             method = getattr(self_value, node["name"])
         except AttributeError as exc:
             raise MissingApi(f"{node['target']}: the candidate has no such method") from exc
-        return hooks.callable_for(node["target"], method)(*rest, **kwargs)
+        result = hooks.callable_for(node["target"], method)(*rest, **kwargs)
+        # ``module.parameters()``: a generator, kept as the list it yields
+        return list(result) if isinstance(result, types.GeneratorType) else result
     if op == "getattr":
         try:
             return getattr(args[0], node["name"])
