@@ -11,7 +11,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, TypeAlias
@@ -26,7 +25,8 @@ from .minimize import MinimizeOptions, minimize_all
 from .opinfo import OpInfoChanged
 from .presets import PRESETS, NoCandidate
 from .progress import Progress
-from .report_types import FindingEntry, Report
+from .report_files import OutputError, check_output, summary, write_reports
+from .report_types import FindingEntry
 from .spec import Spec, SpecFileError, SpecSource
 from .trace import SpecError
 from .upstream import DEFAULT_TRACKER
@@ -199,92 +199,12 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
     return specs
 
 
-def _check_output(flag: str, path: Path) -> None:
-    """Fail now, before any drawing, when ``path`` cannot be written at the end."""
-    folder = path.parent
-    try:
-        if path.is_dir():
-            raise IsADirectoryError(21, "is a directory")
-        if not folder.is_dir():
-            raise FileNotFoundError(2, "no such folder" if not folder.exists()
-                                    else f"{folder} is not a folder")
-        with tempfile.NamedTemporaryFile(dir=folder, prefix=f".{path.name}.", suffix=".tmp"):
-            pass
-    except OSError as exc:
-        raise UsageError(f"cannot write {flag} {path}: {exc.strerror or exc}") from exc
-
-
-def write_atomically(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary file and a rename: a reader never sees
-    half a report, and an interrupted write leaves the old file in place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-
-
-def _write_reports(args: argparse.Namespace, data: Report) -> list[Path]:
-    """Write the reports asked for; one that cannot be written (checked before the run, but
-    the disk can fill up) goes to a temporary file instead, so that no result is lost."""
-    written = []
-    for flag, path, text in (("--json", args.json, reports.dumps(data) if args.json else ""),
-                             ("--markdown", args.markdown,
-                              reports.render_markdown(data) if args.markdown else "")):
-        if path is None:
-            continue
-        try:
-            write_atomically(path, text)
-        except OSError as exc:
-            fd, rescue = tempfile.mkstemp(prefix="alignbot-report-", suffix=path.suffix)
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                handle.write(text)
-            print(f"alignbot: error: cannot write {flag} {path}: {exc.strerror or exc}; "
-                  f"written to {rescue} instead", file=sys.stderr)
-            path = Path(rescue)
-        written.append(path)
-    return written
-
-
-def _summary(data: Report, written: list[Path], minimized: bool) -> list[str]:
-    """The last lines on stderr: where the reports are, what was found, how to see a repro."""
-    findings = data["findings"]
-    where = "in " + " and ".join(str(p) for p in written) if written else \
-        "not written (use --json FILE or --markdown FILE)"
-    state = "report" if data["complete"] else "partial report (interrupted)"
-    lines = [f"alignbot: {state} {where}"]
-    count = len(findings)
-    text = f"alignbot: {count} finding{'s' if count != 1 else ''}"
-    if findings and minimized:
-        verified = [f["fingerprint"] for f in findings if f.get("repro_verified")]
-        failed = [f["fingerprint"] for f in findings if f.get("minimize_error")]
-        text += f"; repro verified for {len(verified)}"
-        text += f" ({', '.join(verified)})" if verified else ""
-        if failed:
-            text += f"; minimizing failed for {', '.join(failed)}"
-    lines.append(text)
-    json_report = next((p for p in written if p.suffix == ".json"), None)
-    with_repro = [f["fingerprint"] for f in findings if f.get("repro")]
-    if json_report is not None and with_repro:
-        verified = [f["fingerprint"] for f in findings if f.get("repro_verified")]
-        lines.append(f"alignbot: print a repro: alignbot repro {json_report} "
-                     f"{(verified or with_repro)[0]}")
-    return lines
-
-
 def cmd_check(args: argparse.Namespace) -> int:
     if args.n is not None and args.n < 1:
         raise UsageError("--n must be at least 1")
     for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path is not None:
-            _check_output(flag, path)
+            check_output(flag, path)
     shard = None
     if args.shard is not None:
         try:
@@ -317,7 +237,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         finally:
             progress.close()
     data = reports.to_json(result, description)
-    written = _write_reports(args, data)
+    written = write_reports(args.json, args.markdown, data)
     count = len(result.findings)
     print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
           f"candidate {config.name} ({version}) against torch {result.reference}: "
@@ -332,7 +252,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         print("alignbot: programs run as one region or call by call: " + ", ".join(
             f"{count} {mode}" for mode, count in sorted(result.stats.regions.items())),
             file=sys.stderr)
-    for line in _summary(data, written, minimized=not args.no_minimize):
+    for line in summary(data, written, minimized=not args.no_minimize):
         print(line, file=sys.stderr)
     if not result.complete:
         return 130
@@ -440,7 +360,7 @@ def _check_and_minimize(run: _Here | _InWorkers, minimize: bool) -> CheckResult:
 def cmd_merge(args: argparse.Namespace) -> int:
     for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path is not None:
-            _check_output(flag, path)
+            check_output(flag, path)
     loaded = []
     for path in args.reports:
         try:
@@ -451,11 +371,11 @@ def cmd_merge(args: argparse.Namespace) -> int:
         data = shards.merge(loaded)
     except shards.ShardError as exc:
         raise UsageError(f"cannot merge: {exc}") from exc
-    written = _write_reports(args, data)
+    written = write_reports(args.json, args.markdown, data)
     count = len(data["findings"])
     print(f"alignbot: {data['specs_run']} specs from {len(loaded)} reports, "
           f"{data['programs_run']} programs: {count} finding{'s' if count != 1 else ''}")
-    for line in _summary(data, written, minimized=False)[:1]:
+    for line in summary(data, written, minimized=False)[:1]:
         print(line, file=sys.stderr)
     return 1 if count else 0
 
@@ -519,7 +439,7 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
         args = parser.parse_args(argv)
         code: int = args.func(args)
         return code
-    except UsageError as exc:
+    except (UsageError, OutputError) as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
     except CandidateStartError as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
