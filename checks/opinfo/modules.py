@@ -35,7 +35,7 @@ from ..spec import Spec
 from . import module_adapter
 from .adapter import PUBLIC_PREFIXES, Sample, _lookup
 from .module_adapter import ModuleEntry, ModuleSample
-from .specs import DTYPES, Catalog, Plan, TensorValue, Unsupported, arguments, plan
+from .specs import DTYPES, Catalog, Plan, TensorValue, Unsupported, arguments, gather, plan
 
 SEEDS = 2**16
 SAMPLE_DRAWS = 10
@@ -271,20 +271,9 @@ def error_spec(entry: ModuleEntry, dtype: str) -> Spec:
 def catalog() -> Catalog:
     """Every ModuleInfo spec, and the reasons for the entries that gave none."""
     data = module_adapter.database()
-    result = Catalog()
-    for skipped in data.skipped:
-        result.skipped[skipped.reason] += 1
-    for entry in data.entries:
-        dtypes = dtypes_of(entry)
-        for other in set(entry.dtypes) - set(DTYPES):
-            result.dtypes_left_out[other] += 1
-        if not dtypes:
-            result.skipped["no CPU dtype the Program format carries"] += 1
-            continue
-        result.specs.append(module_spec(entry, dtypes))
-        if entry.has_errors:
-            result.specs.append(error_spec(entry, dtypes[0]))
-    return result
+    return gather(data.skipped, data.entries, dtypes_of,
+                  lambda entry, dtypes: [module_spec(entry, dtypes)]
+                  + ([error_spec(entry, dtypes[0])] if entry.has_errors else []))
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,9 @@ from __future__ import annotations
 import functools
 import warnings
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 from ..dsl import literal_tensor, oneof, random, random_bool, resolve
 from ..runtime.values import differentiable, observe, to_numpy
@@ -34,6 +34,14 @@ SAMPLE_DRAWS = 10
 UNCOMPARED = 1e300  # rtol and atol of a random op's spec: any two finite values agree
 LOW_PRECISION = ("float16", "bfloat16")
 ERROR_DRAWS = 5
+
+
+class _Declared(Protocol):
+    @property
+    def dtypes(self) -> tuple[str, ...]: ...  # every dtype the entry declares for the CPU
+
+
+E = TypeVar("E", bound=_Declared)  # an entry of OpInfo's or ModuleInfo's database
 
 
 class Unsupported(Exception):
@@ -290,17 +298,25 @@ def entry_dtypes(entry: Entry) -> tuple[str, ...]:
 def catalog() -> Catalog:
     """Every OpInfo spec, and the reasons for the entries that gave none."""
     data = adapter.database()
+    return gather(data.skipped, data.entries, entry_dtypes,
+                  lambda entry, dtypes: [sample_spec(entry, dtypes)]
+                  + ([error_spec(entry)] if entry.has_errors else []))
+
+
+def gather(skipped: Iterable[Any], entries: Iterable[E],
+           dtypes_of: Callable[[E], tuple[str, ...]],
+           specs_of: Callable[[E, tuple[str, ...]], list[Spec]]) -> Catalog:
+    """A database's specs (``specs_of`` an entry and the dtypes it draws) and why entries, or
+    some of their dtypes, gave none: OpInfo's and ModuleInfo's alike."""
     result = Catalog()
-    for skipped in data.skipped:
-        result.skipped[skipped.reason] += 1
-    for entry in data.entries:
-        dtypes = entry_dtypes(entry)
+    for item in skipped:
+        result.skipped[item.reason] += 1
+    for entry in entries:
+        dtypes = dtypes_of(entry)
         for other in set(entry.dtypes) - set(DTYPES):
             result.dtypes_left_out[other] += 1
         if not dtypes:
             result.skipped["no CPU dtype the Program format carries"] += 1
             continue
-        result.specs.append(sample_spec(entry, dtypes))
-        if entry.has_errors:
-            result.specs.append(error_spec(entry))
+        result.specs += specs_of(entry, dtypes)
     return result
