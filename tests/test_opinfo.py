@@ -56,6 +56,9 @@ def test_wrappers_dunders_and_random_ops_become_specs_that_say_what_they_compare
         s.name == "rand_like" and "torch.randn_like" in s.reason for s in data.skipped)
     (cauchy, add) = specs_named("opinfo.cauchy", "opinfo.add")
     assert cauchy.rtol == cauchy.atol == UNCOMPARED and add.rtol is None
+    # an error input that bernoulli takes after all draws random values like its samples
+    (bernoulli_errors,) = specs_named("opinfo.bernoulli.errors")
+    assert bernoulli_errors.rtol == bernoulli_errors.atol == UNCOMPARED
     assert "float16" in entries["cauchy"].dtypes and "float16" not in entry_dtypes(
         entries["cauchy"])
     for name in ("opinfo.einsum", "opinfo.mT", "opinfo.__rdiv__",
