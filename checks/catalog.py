@@ -9,8 +9,8 @@ from typing import Any
 from .engine import Observations, Program, draw_programs
 from .spec import Spec
 
-DTYPE_ORDER = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloat16",
-               "float32", "float64", "complex64", "complex128")
+DTYPE_ORDER = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
+               "float16", "bfloat16", "float32", "float64", "complex32", "complex64", "complex128")
 
 
 @dataclass(frozen=True)

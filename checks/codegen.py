@@ -28,6 +28,10 @@ INPLACE = {f"__i{name[2:]}": op for name, op in BINARY.items() if name in
             "__pow__", "__matmul__", "__and__", "__or__", "__xor__")}
 
 
+# torch's CPU arange has no kernel for these dtypes.
+NO_ARANGE = ("complex32", "uint16", "uint32", "uint64")
+
+
 def number(value: Any, dtype: str) -> str:
     if dtype == "bool":
         return "True" if value else "False"
@@ -86,7 +90,10 @@ def tensor_expr(recipe: Recipe, dtype: str, shape: list[int], grad: bool,
         if pattern in ("zeros", "ones"):
             return f"torch.{pattern}({_shape_args(shape) or '()'}{kw}){suffix}"
         size = int(np.prod(shape)) if shape else 1
-        base = f"torch.arange({size}{_dtype_kw(dtype, 'int64', float_dtype)})"
+        if dtype in NO_ARANGE and float_dtype is None:  # cast as the runtime does
+            base = f"torch.arange({size}).to(torch.{dtype})"
+        else:
+            base = f"torch.arange({size}{_dtype_kw(dtype, 'int64', float_dtype)})"
         if pattern == "arange-centered":
             base = f"({base} - {size // 2})"
         return f"{base}.reshape({_shape_args(shape) or '()'}){suffix}"

@@ -106,9 +106,10 @@ def test_every_entry_with_a_carried_dtype_becomes_a_spec() -> None:
     assert len([n for n in names if not n.endswith(".errors")]) >= 550
     assert all(s.ops and s.ops[0].startswith("torch.") for s in made.specs)
     assert all(s.raises and not s.backward for s in made.specs if s.name.endswith(".errors"))
-    assert made.dtypes_left_out["complex32"] > 0 and not set(DTYPES) & set(made.dtypes_left_out)
+    assert made.dtypes_left_out["float8_e4m3fn"] > 0
+    assert not set(DTYPES) & set(made.dtypes_left_out)
     by_name = {s.name: s for s in made.specs}
-    assert by_name["opinfo.mul"].n == max(SAMPLE_DRAWS, 12 + 2)  # every carried dtype, +2
+    assert by_name["opinfo.mul"].n == max(SAMPLE_DRAWS, 13 + 2)  # every carried dtype, +2
 
 
 def test_ops_globs_select_opinfo_specs() -> None:
@@ -130,6 +131,18 @@ def test_programs_hold_the_samples_as_literal_inputs_and_one_call() -> None:
         dtypes.add(inputs[0]["dtype"])
         assert program["backward"] is not None
     assert dtypes <= {"float32", "float64", "float16", "bfloat16"}
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("opinfo.mul", "complex32"),
+                                             ("opinfo.unique", "uint16")])
+def test_entries_declaring_complex32_or_uint16_draw_them_and_replay_on_torch(
+        name: str, dtype: str, torch_candidate: CandidateProcess) -> None:
+    (spec,) = specs_named(name)
+    programs: list[dict[str, Any]] = []
+    draw_programs(spec, spec.n, 0, lambda program, ref: programs.append(program))
+    assert dtype in {n["dtype"] for p in programs for n in p["nodes"] if n["op"] == "input"}
+    result = check([spec], torch_candidate, seed=0, n=spec.n)
+    assert result.programs_run == spec.n and result.findings == []
 
 
 def test_the_same_seed_draws_the_same_programs_and_choices_redraw_them() -> None:

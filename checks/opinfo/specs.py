@@ -27,12 +27,12 @@ from .adapter import Entry, Sample
 
 # Input dtypes the Program format carries, in the order a draw prefers them (shrinks toward).
 DTYPES = ("float32", "float64", "int64", "int32", "bool", "float16", "bfloat16", "complex64",
-          "complex128", "uint8", "int8", "int16")
+          "complex128", "uint8", "int8", "int16", "complex32", "uint16", "uint32", "uint64")
 MAX_ELEMENTS = 10_000  # per sample: its values travel in the Program as literals
 SEEDS = 2**16
 SAMPLE_DRAWS = 10
 UNCOMPARED = 1e300  # rtol and atol of a random op's spec: any two finite values agree
-LOW_PRECISION = ("float16", "bfloat16")
+LOW_PRECISION = ("float16", "bfloat16", "complex32")
 ERROR_DRAWS = 5
 
 
@@ -130,7 +130,7 @@ def observable(entry: Entry, planned: Plan) -> bool:
     is observable: raising is compared too."""
     import torch
 
-    def make(value: TensorValue) -> Any:  # bfloat16 travels as float32
+    def make(value: TensorValue) -> Any:  # bfloat16 and complex32 travel widened
         tensor = torch.from_numpy(value.array.copy()).to(getattr(torch, value.dtype))
         return tensor.requires_grad_(True) if value.requires_grad else tensor
 
@@ -290,8 +290,8 @@ def random_values(entry: Entry) -> bool:
 
 def entry_dtypes(entry: Entry) -> tuple[str, ...]:
     """The entry's dtypes that a spec draws, in :data:`DTYPES` order. A random op's draws in
-    float16/bfloat16 overflow now and then (a Cauchy sample past 65504), which the finiteness
-    check would report, so those are left to ops whose values are compared."""
+    float16/bfloat16/complex32 overflow now and then (a Cauchy sample past 65504), which the
+    finiteness check would report, so those are left to ops whose values are compared."""
     left_out = LOW_PRECISION if random_values(entry) else ()
     return tuple(d for d in DTYPES if d in entry.dtypes and d not in left_out)
 

@@ -29,6 +29,7 @@ try:  # imported as part of the ``checks`` package in the engine
     from .program_types import is_call
     from .values import (
         COMPLEX_DTYPES,
+        cast_input,
         decode_array,
         decode_literal,
         dtype_name,
@@ -42,6 +43,7 @@ except ImportError:  # imported as a top-level module inside the worker
     from program_types import is_call  # type: ignore[no-redef]
     from values import (  # type: ignore[no-redef]
         COMPLEX_DTYPES,
+        cast_input,
         decode_array,
         decode_literal,
         dtype_name,
@@ -192,8 +194,7 @@ def seed(torch: Any, value: int) -> None:
 def make_input(torch: Any, node: InputNode, device: str = "cpu") -> Any:
     arr = make_array(node["recipe"], node["dtype"], node["shape"])
     tensor = _from_numpy(torch, arr)
-    if node["dtype"] == "bfloat16":
-        tensor = tensor.to(torch.bfloat16)
+    tensor = cast_input(torch, tensor, node["dtype"])
     if device != "cpu":
         tensor = tensor.to(device)
     if node.get("requires_grad"):

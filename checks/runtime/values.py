@@ -21,19 +21,27 @@ if TYPE_CHECKING:
     from .program_types import EncodedArray, EncodedLiteral, Recipe, Scalar
 
 FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
-COMPLEX_DTYPES = ("complex64", "complex128")
-INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
-PART_DTYPES = {"complex64": "float32", "complex128": "float64"}  # of the real and imaginary
+COMPLEX_DTYPES = ("complex32", "complex64", "complex128")
+INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
+PART_DTYPES = {"complex32": "float16", "complex64": "float32",
+               "complex128": "float64"}  # of the real and imaginary
 DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES + INT_DTYPES + ("bool",)  # every dtype a Program carries
 # The largest finite value of each low-precision dtype: a drawn range is clipped to it.
-FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895e38}
+# complex32: of each part.
+FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895e38, "complex32": 65504.0}
 
-# bfloat16 has no NumPy dtype: its values travel as float32 and are cast by the framework.
-_NUMPY_NAME = {"bfloat16": "float32"}
+# bfloat16 and complex32 have no NumPy dtype: their values travel as float32 / complex64 and
+# are cast by the framework (:func:`cast_input`), and cast back when observed (:func:`to_numpy`).
+_NUMPY_NAME = {"bfloat16": "float32", "complex32": "complex64"}
 
 
 def numpy_dtype(name: str) -> np.dtype:
     return np.dtype(_NUMPY_NAME.get(name, name))
+
+
+def cast_input(torch: Any, tensor: Any, dtype: str) -> Any:
+    """A tensor built from a NumPy array, in ``dtype`` where NumPy has no such dtype."""
+    return tensor.to(getattr(torch, dtype)) if dtype in _NUMPY_NAME else tensor
 
 
 def differentiable(dtype: str) -> bool:
@@ -187,8 +195,8 @@ def to_numpy(torch: Any, tensor: Any) -> tuple[str, np.ndarray]:
     t = tensor.detach()
     if str(getattr(t, "device", "cpu")) != "cpu":
         t = t.cpu()
-    if name == "bfloat16":
-        t = t.float()
+    if name in _NUMPY_NAME:
+        t = t.to(getattr(torch, _NUMPY_NAME[name]))
     for lazy in ("resolve_conj", "resolve_neg"):  # torch's lazy conjugate/negative views
         if hasattr(t, lazy):
             t = getattr(t, lazy)()
