@@ -91,3 +91,45 @@ def test_the_float64_variant_widens_complex_to_complex128() -> None:
     for dtype, made in ((torch.float64, torch.complex128), (torch.float32, torch.complex64)):
         assert eval(expr, {"torch": torch, "dtype": dtype}).dtype == made
     assert literal({"dtype": "complex128"}, {}, float_dtype="dtype") == "dtype.to_complex()"
+
+
+def test_complex32_and_unsigned_tensors_are_written_as_the_runtime_makes_them() -> None:
+    from checks.runtime.values import make_array
+
+    recipe = {"kind": "uniform", "low": -2.0, "high": 300.0, "seed": 5}
+    for dtype, shape in (("complex32", [2, 3]), ("uint16", [3]), ("uint32", [2, 2]),
+                         ("uint64", [4])):
+        expr = tensor_expr(recipe, dtype, shape, False)
+        made = eval(expr, {"torch": torch, "np": np})
+        assert made.dtype == getattr(torch, dtype), expr
+        expected = torch.from_numpy(make_array(recipe, dtype, shape)).to(made.dtype)
+        assert torch.equal(made.view(torch.int32) if dtype == "complex32" else made,
+                           expected.view(torch.int32) if dtype == "complex32" else expected)
+        arange = tensor_expr({"kind": "pattern", "pattern": "arange"}, dtype, shape, False)
+        assert eval(arange, {"torch": torch}).dtype == getattr(torch, dtype), arange
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("opinfo.mul", "complex32"),
+                                             ("opinfo.full_like", "uint32")])
+def test_a_repro_of_a_complex32_or_uint32_program_computes_what_the_replay_does(
+        name: str, dtype: str) -> None:
+    from checks.opinfo.specs import catalog
+
+    (spec,) = [s for s in catalog().specs if s.name == name]
+    programs: list[Any] = []
+    draw_programs(spec, spec.n, 0, lambda p, r: programs.append(p))
+    chosen = [p for p in programs
+              if any(n["op"] == "input" and n["dtype"] == dtype for n in p["nodes"])]
+    assert chosen
+    for program in chosen:
+        ref = reference_observations(program)
+        namespace: dict[str, Any] = {"torch": torch, "np": np}
+        exec("\n".join(statements(program)), namespace)
+        call = program["nodes"][-1]
+        obs = ref[call["id"]]
+        if obs["t"] != "tensor":
+            continue
+        value = namespace[call["id"]].detach()
+        assert str(value.dtype) == f"torch.{obs['dtype']}"
+        wide = value.to(torch.complex64) if dtype == "complex32" else value
+        np.testing.assert_array_equal(wide.numpy(), obs["data"])
