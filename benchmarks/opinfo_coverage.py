@@ -26,7 +26,7 @@ from typing import Any
 
 from checks.engine import draw_programs
 from checks.opinfo import adapter, modules
-from checks.opinfo.specs import catalog, entry_dtypes
+from checks.opinfo.specs import catalog, entry_dtypes, render_not_carried, why_not_carried
 from checks.spec import Spec, library_specs
 
 
@@ -110,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "error_specs": sum(1 for s in made.specs if s.name.endswith(".errors")),
         "entries_skipped": dict(made.skipped.most_common()),
         "dtypes_left_out": dict(made.dtypes_left_out.most_common()),
+        "dtypes_left_out_why": {d: why_not_carried(d) for d in made.dtypes_left_out},
         "names_library": len(library), "names_opinfo": len(opinfo),
         "names_either": len(library | opinfo),
         "entry_dtype_pairs_drawable": sum(len(entry_dtypes(e)) for e in data.entries
@@ -122,8 +123,7 @@ def main(argv: list[str] | None = None) -> int:
           f"{sum(made.skipped.values())} entries skipped:")
     for reason, count in made.skipped.most_common():
         print(f"  {count:4d}  {reason}")
-    left = ", ".join(f"{d} {c}" for d, c in made.dtypes_left_out.most_common(6))
-    print(f"CPU dtypes not drawn yet (entries declaring them): {left}")
+    print(render_not_carried(made.dtypes_left_out), end="")
     print(f"(entry, dtype) pairs drawable: {figures['entry_dtype_pairs_drawable']}")
     for label, key in (("library specs", "names_library"), ("OpInfo specs", "names_opinfo"),
                        ("either", "names_either")):

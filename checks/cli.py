@@ -388,8 +388,11 @@ def cmd_specs(args: argparse.Namespace) -> int:
         print(catalog.render(entries), end="")
         if args.opinfo:
             from .opinfo.modules import coverage
+            from .opinfo.specs import catalog as opinfo_catalog
+            from .opinfo.specs import render_not_carried
 
             print(coverage().render(), end="")
+            print(render_not_carried(opinfo_catalog().dtypes_left_out), end="")
     return 0
 
 

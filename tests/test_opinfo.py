@@ -17,7 +17,14 @@ from checks.cli import main
 from checks.dsl import DrawContext
 from checks.engine import draw_programs, evaluate, trace_program
 from checks.opinfo import adapter, opinfo_specs
-from checks.opinfo.specs import DTYPES, SAMPLE_DRAWS, UNCOMPARED, catalog, entry_dtypes
+from checks.opinfo.specs import (
+    DTYPES,
+    SAMPLE_DRAWS,
+    UNCOMPARED,
+    catalog,
+    entry_dtypes,
+    render_not_carried,
+)
 from checks.spec import Spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -107,6 +114,8 @@ def test_every_entry_with_a_carried_dtype_becomes_a_spec() -> None:
     assert all(s.ops and s.ops[0].startswith("torch.") for s in made.specs)
     assert all(s.raises and not s.backward for s in made.specs if s.name.endswith(".errors"))
     assert made.dtypes_left_out["float8_e4m3fn"] > 0
+    assert "float8_e4m3fn: not carried: no NumPy dtype" in render_not_carried(
+        made.dtypes_left_out)
     assert not set(DTYPES) & set(made.dtypes_left_out)
     by_name = {s.name: s for s in made.specs}
     assert by_name["opinfo.mul"].n == max(SAMPLE_DRAWS, 13 + 2)  # every carried dtype, +2

@@ -28,6 +28,12 @@ from .adapter import Entry, Sample
 # Input dtypes the Program format carries, in the order a draw prefers them (shrinks toward).
 DTYPES = ("float32", "float64", "int64", "int32", "bool", "float16", "bfloat16", "complex64",
           "complex128", "uint8", "int8", "int16", "complex32", "uint16", "uint32", "uint64")
+# Why a CPU dtype entries declare is not drawn, by the dtype's family (the name's prefix):
+# what the coverage benchmark prints beside each count of ``Catalog.dtypes_left_out``.
+NOT_CARRIED = {
+    "float8": "not carried: no NumPy dtype to travel as and almost no CPU kernels (only "
+              "torch.eye declares it, as the dtype of the identity it makes)",
+}
 MAX_ELEMENTS = 10_000  # per sample: its values travel in the Program as literals
 SEEDS = 2**16
 SAMPLE_DRAWS = 10
@@ -294,6 +300,22 @@ def entry_dtypes(entry: Entry) -> tuple[str, ...]:
     finiteness check would report, so those are left to ops whose values are compared."""
     left_out = LOW_PRECISION if random_values(entry) else ()
     return tuple(d for d in DTYPES if d in entry.dtypes and d not in left_out)
+
+
+def why_not_carried(dtype: str) -> str:
+    """Why entries declaring ``dtype`` draw it nowhere (:data:`NOT_CARRIED`)."""
+    for family, reason in NOT_CARRIED.items():
+        if dtype.startswith(family):
+            return reason
+    return "the Program format does not carry it"
+
+
+def render_not_carried(left_out: Counter[str]) -> str:
+    """The dtypes left out, each with the entries declaring it and why."""
+    lines = [f"  {count:4d}  {dtype}: {why_not_carried(dtype)}"
+             for dtype, count in left_out.most_common()]
+    return "".join(f"{line}\n" for line in ["CPU dtypes not drawn (entries declaring them):",
+                                              *lines])
 
 
 def catalog() -> Catalog:
