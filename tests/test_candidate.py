@@ -49,6 +49,32 @@ def test_worker_replays_and_returns_values_and_gradients(torch_candidate: Any) -
     assert obs["grad:v0"]["shape"] == [2, 3]
 
 
+def test_complex32_and_unsigned_inputs_replay_as_the_reference_does(torch_candidate: Any) -> None:
+    from checks.oracle import reference_observations
+
+    program = {
+        "version": 1, "spec": "t.dtypes", "seed": 0, "choices": [], "backward": None,
+        "nodes": [
+            {"id": "v0", "op": "input", "dtype": "complex32", "shape": [2, 3],
+             "recipe": {"kind": "uniform", "low": -1.0, "high": 1.0, "seed": 5}},
+            {"id": "v1", "op": "input", "dtype": "uint32", "shape": [4],
+             "recipe": {"kind": "uniform", "low": 0.0, "high": 4e9, "seed": 6}},
+            {"id": "v2", "op": "call", "target": "torch.mul",
+             "args": [{"ref": "v0"}, {"ref": "v0"}], "kwargs": {}},
+            {"id": "v3", "op": "call", "target": "torch.clone",
+             "args": [{"ref": "v1"}], "kwargs": {}},
+        ],
+    }
+    ref = reference_observations(program)
+    obs = torch_candidate.run(program).observations
+    assert obs is not None
+    assert obs["v2"]["dtype"] == ref["v2"]["dtype"] == "complex32"
+    assert obs["v2"]["data"].dtype == np.complex64  # travels widened
+    np.testing.assert_array_equal(obs["v2"]["data"], ref["v2"]["data"])
+    assert obs["v3"]["dtype"] == "uint32" and obs["v3"]["data"].max() > 2**31
+    np.testing.assert_array_equal(obs["v3"]["data"], ref["v3"]["data"])
+
+
 def test_candidate_prints_do_not_corrupt_the_stream(make_candidate: Any) -> None:
     prelude = "import torch\nprint('hello from the candidate')\n" \
               "_relu = torch.nn.functional.relu\n" \
