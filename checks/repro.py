@@ -206,6 +206,9 @@ def fold(line: str, limit: int) -> list[str]:
     return [pieces[0]] + ["    " + piece for piece in pieces[1:]]
 
 
+HOOKS = ("alignbot_overrides", "alignbot_wrap", "alignbot_device", "alignbot_program")
+
+
 def _in_prelude(prelude: str, name: str) -> bool:
     return re.search(rf"\b{name}\b", prelude) is not None
 
@@ -230,8 +233,9 @@ def _prelude_lines(prelude: str) -> list[str]:
             blocked = ast.dump(ast.Module(body=inner.body, type_ignores=[])) != ast.dump(tree)
         except SyntaxError:
             blocked = True
-    if blocked:
-        return [f"    exec(compile({source!r}, '<prelude>', 'exec'), globals())"]
+    if blocked:  # the hooks it defines are named here too, so that linters see them
+        return [f"    exec(compile({source!r}, '<prelude>', 'exec'), globals())"] + [
+            f"    {name} = globals().get({name!r})" for name in HOOKS if _in_prelude(source, name)]
     lines = textwrap.indent(source, "    ").splitlines()
     return ["    # the candidate's prelude, as given to alignbot", *lines]
 

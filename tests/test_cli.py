@@ -170,7 +170,8 @@ def test_ctrl_c_mid_run_writes_a_partial_report(jobs: str, tmp_path: Path) -> No
         [sys.executable, "-m", "checks.cli", "check", "--prelude", prelude, "--spec-file",
          PLANTED, "--ops", "leaky*,selu*", "--timeout", "300", "--json", str(report),
          "--no-progress", "--jobs", jobs], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
+        text=True,  # Ctrl-C reaches it even when pytest runs in the background, ignoring it
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 240
         while not marker.exists() and proc.poll() is None and time.monotonic() < deadline:
