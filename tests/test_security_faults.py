@@ -72,6 +72,7 @@ def test_a_rate_limit_longer_than_the_wait_bound_reschedules_the_job(
     head = open_pull(github, service)
     wait_for(lambda: posted_or_failed(github, service, head), TIMEOUT,
              "the check run after the rate limit")
+    wait_for(lambda: finished(service), TIMEOUT, "its job to be recorded done or failed")
 
     assert completed(github, head), align_jobs(service)[-1].error
     (run,) = github.check_runs_for(OWNER, REPO, head)  # the rerun found the same check run
@@ -98,6 +99,7 @@ def test_an_outage_of_the_whole_api_is_retried_until_it_ends(
     deliver_opened(github, service, head)
     wait_for(lambda: posted_or_failed(github, service, head), TIMEOUT,
              "the check run after the outage")
+    wait_for(lambda: finished(service), TIMEOUT, "its job to be recorded done or failed")
 
     assert completed(github, head), align_jobs(service)[-1].error
     (run,) = github.check_runs_for(OWNER, REPO, head)
