@@ -23,6 +23,7 @@ from .engine_report import InvalidReport, empty_report, parse_report
 from .errors import is_transient
 from .github import FileTooLarge, GitHubApp, read_text, transient_failures
 from .jobs import ALIGN as JOB_KIND
+from .jobs import ALIGN_SHARD
 from .markers import upsert_marked
 from .output import (
     CHECK_NAME,
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 
 PR_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
 SUPERSEDED = "superseded by a newer push"
+INVALID_REPORT_ADVICE = ("The report comes out of the sandbox, where the pull request's code "
+                        "runs: something there wrote or changed it.")
 TOO_LARGE = (f"{CONFIG_PATH} is larger than 1 MB; GitHub will not serve it through the "
              "contents API")
 
@@ -57,7 +60,8 @@ def align_request(payload: dict[str, Any], pr: dict[str, Any], head_sha: str, tr
         log.info("skipping %s: the payload lacks repository, installation or pull request",
                  trigger)
         return None
-    return JobRequest(kind=JOB_KIND, key=f"{repo}#{number}", supersede=True, payload={
+    return JobRequest(kind=JOB_KIND, key=f"{repo}#{number}", supersede=True,
+                      supersedes=(ALIGN_SHARD,), payload={
         "installation_id": int(installation), "repo": repo, "number": int(number),
         "head_sha": head_sha, "trigger": trigger})
 
@@ -96,6 +100,15 @@ class SandboxRunner(Protocol):
                  stop: threading.Event | None = None) -> SandboxResult: ...
 
 
+class Sharding(Protocol):
+    """``bot.sharding.Sharding``: what an ``align`` job does with a check of several shards."""
+
+    def split(self, job: JobRecord, ctx: CheckContext, shards: int
+              ) -> dict[str, Any] | None: ...
+
+    def close_superseded(self, job: JobRecord, repo: Repository, newer: str) -> None: ...
+
+
 # (repository, pull request, job payload) -> None to run, or why not (bot.trust.TrustGate)
 Gate = Callable[[Repository, PullRequest, dict[str, Any]], str | None]
 
@@ -113,6 +126,8 @@ class AlignmentJob:
     public_url: str | None = None
     gate: Gate | None = None
     engine: Engine | None = None  # where installations are recorded: a removed one is skipped
+    max_shards: int = 1  # the operator's cap on a repository's ``shards``
+    sharding: Sharding | None = None  # bot.sharding.Sharding: splits a check into shard jobs
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         """Run the job; once its check run exists, every way out completes it, except a
@@ -183,24 +198,44 @@ class AlignmentJob:
         if self.gate is not None and (reason := self.gate(repo, pr, payload)) is not None:
             return {"skipped": reason}
         ensure_current()  # a job another worker took over creates no check run here
+        if self.sharding is not None:
+            self.sharding.close_superseded(job, repo, head_sha)
         run = _check_run(repo, head_sha, f"{job.key}@{head_sha}")
         runs.append(run)
         started = time.monotonic()
         if text is None:
-            ctx = CheckContext(head_sha, "?", failure=TOO_LARGE, advice=(
+            ctx, config = CheckContext(head_sha, "?", failure=TOO_LARGE, advice=(
                 f"Keep {CONFIG_PATH} small: it names the candidate, the op files and their "
-                "specs; the specs themselves belong in the repository's own files."))
+                "specs; the specs themselves belong in the repository's own files.")), None
         else:
-            ctx = self._context(repo, pr, head_sha, text, payload)
+            ctx, config = self.plan(repo, pr, head_sha, text, payload)
+        if config is not None:
+            shards = min(config.shards, self.max_shards)
+            if shards > 1 and self.sharding is not None:
+                result = self.sharding.split(job, ctx, shards)
+                if result is None:  # superseded or taken over before the shards were queued
+                    return self._cancelled(job, run, runs)
+                runs.clear()  # the shards end the check run
+                return {**result, "check_run_id": run.id}
+            self.check(ctx, config, repo, payload)
         ctx.seconds = time.monotonic() - started
         if self.public_url:
             ctx.full_report_url = f"{self.public_url.rstrip('/')}/reports/{job.id}"
         ensure_current()  # under a worker: superseded or taken over since the sandbox ran
         if not self.queue.is_current(job.id):
-            runs.clear()
-            reason = self._superseded_by(job)
-            _finish(run, head_sha, reason, Conclusion.CANCELLED)
-            return {"skipped": reason}
+            return self._cancelled(job, run, runs)
+        return self.post(pr, run, runs, ctx)
+
+    def _cancelled(self, job: JobRecord, run: Any, runs: list[Any]) -> dict[str, Any]:
+        runs.clear()
+        reason = self._superseded_by(job)
+        _finish(run, job.payload["head_sha"], reason, Conclusion.CANCELLED)
+        return {"skipped": reason}
+
+    def post(self, pr: PullRequest, run: Any, runs: list[Any], ctx: CheckContext
+             ) -> dict[str, Any]:
+        """Complete ``run`` from ``ctx``, then write the sticky comment."""
+        head_sha = ctx.head_sha
         output = check_output(ctx)
         _complete(run, output)
         log.info("check run %s for %s completed: %s", run.id, head_sha[:12],
@@ -212,14 +247,17 @@ class AlignmentJob:
                 "comment_id": comment_id, "report": ctx.report.dump() if ctx.report else None,
                 "failure": ctx.failure}
 
-    def _context(self, repo: Repository, pr: PullRequest, head_sha: str, text: str,
-                 payload: dict[str, Any]) -> CheckContext:
+    def plan(self, repo: Repository, pr: PullRequest, head_sha: str, text: str,
+             payload: dict[str, Any]) -> tuple[CheckContext, RepoConfig | None]:
+        """The check's context from the configuration and the changed files, and the
+        configuration when the sandbox has specs to run (None: ``ctx`` is final already)."""
         try:
             config = load_config(text, CONFIG_PATH)
         except ConfigError as exc:
             return CheckContext(head_sha, "?", failure=f"{CONFIG_PATH} is invalid: {exc}",
                                 advice=f"Fix {CONFIG_PATH} at the line named above; "
-                                       "`alignbot config-schema` prints every key it accepts.")
+                                       "`alignbot config-schema` prints every key it accepts."
+                                ), None
         files = list(pr.get_files())
         changed = [f.filename for f in files]
         specs = _specs(config, changed, payload)
@@ -229,7 +267,14 @@ class AlignmentJob:
                            tracker=config.upstream.tracker)
         if not specs:
             ctx.report = empty_report()
-            return ctx
+            return ctx, None
+        return ctx, config
+
+    def check(self, ctx: CheckContext, config: RepoConfig, repo: Repository,
+              payload: dict[str, Any]) -> None:
+        """Run the sandboxed check of ``ctx.specs`` (shard ``payload["shard"]`` of
+        ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice."""
+        head_sha = ctx.head_sha
         with tempfile.TemporaryDirectory(prefix="alignbot-pr-") as tmp:
             archive = self.app.download(repo.get_archive_link("tarball", head_sha),
                                         payload["installation_id"])
@@ -239,9 +284,11 @@ class AlignmentJob:
                 ctx.failure = f"the pull request's archive was refused: {exc}"
                 ctx.advice = ("alignbot unpacks only plain files and folders, and links that "
                               "stay inside the repository.")
-                return ctx
-            args = _check_args(config, specs, root, head_sha, payload.get("n"),
+                return
+            args = _check_args(config, ctx.specs, root, head_sha, payload.get("n"),
                                payload.get("seed"))
+            if payload.get("shards"):
+                args += ["--shard", f"{int(payload['shard'])}/{int(payload['shards'])}"]
             # a newer push (or losing the job) kills the sandbox at once, not at its end
             result = self.sandbox(root, config, args, self.limits, self.containment,
                                   stop=stop_event())
@@ -250,14 +297,11 @@ class AlignmentJob:
                 ctx.report = parse_report(result.report)
             except InvalidReport as exc:
                 ctx.failure = f"the engine's report was invalid: {exc}"
-                ctx.advice = ("The report comes out of the sandbox, where the pull request's "
-                              "code runs: something there wrote or changed it.")
-                return ctx
+                ctx.advice = INVALID_REPORT_ADVICE
         else:
             ctx.failure = result.reason or "the engine produced no report"
             ctx.advice = ("The pull request's setup commands and spec files run in a sandbox "
                           "without network or secrets; the reason above says what stopped it.")
-        return ctx
 
 
 def _describe(config: RepoConfig) -> str:

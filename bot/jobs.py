@@ -4,5 +4,6 @@ queues an ``align`` job) or reads its results by kind, never by importing that f
 from __future__ import annotations
 
 ALIGN = "align"  # bot/alignment.py: a sandboxed check of a pull request's head
+ALIGN_SHARD = "align-shard"  # bot/sharding.py: one shard of a check split by an ``align`` job
 COMMAND = "command"  # bot/commands/: the slash-commands of one comment or review
 REMINDER_SWEEP = "reminder-sweep"  # bot/reminders/: the weekly sweep of one repository

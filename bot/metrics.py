@@ -31,7 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from bot.api_routes import template_of
 from bot.errors import is_transient
-from bot.jobs import ALIGN, COMMAND, REMINDER_SWEEP
+from bot.jobs import ALIGN, ALIGN_SHARD, COMMAND, REMINDER_SWEEP
 from bot.queue import JobRecord
 from bot.sandbox import SandboxResult
 from bot.storage import ACTIVE_STATES, JOBS, JobState, transaction, utcnow
@@ -44,7 +44,7 @@ CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 OTHER = "other"
 UNVERIFIED = "unverified"  # the event of a delivery whose signature failed: not to be believed
 EVENTS = frozenset({*SHAPES} - {"*"} | {"ping", "installation", "installation_repositories"})
-KINDS = frozenset({ALIGN, COMMAND, REMINDER_SWEEP})
+KINDS = frozenset({ALIGN, ALIGN_SHARD, COMMAND, REMINDER_SWEEP})
 RATE_RESOURCES = frozenset({"core", "search", "graphql", "code_search"})
 # seconds: a command answers in one, a check runs the engine for minutes
 JOB_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 3600)

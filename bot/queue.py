@@ -40,7 +40,9 @@ class JobRequest:
     ``key`` names what the job is about (e.g. ``owner/repo#12``); with ``supersede`` the new job
     replaces every queued or running job of the same kind and key (a newer push wins); with
     ``dedupe`` nothing is enqueued while a job of the same kind and key is queued or running
-    (that job's id is returned), so such jobs of one key never run side by side.
+    (that job's id is returned), so such jobs of one key never run side by side. A superseding
+    request also supersedes the jobs of the same key of the kinds in ``supersedes`` (the
+    shard jobs a check was split into).
     """
 
     kind: str
@@ -48,6 +50,7 @@ class JobRequest:
     payload: dict[str, Any] = field(default_factory=dict)
     supersede: bool = False
     dedupe: bool = False
+    supersedes: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.supersede and self.dedupe:
@@ -168,7 +171,8 @@ class SqlJobQueue:
         if (request.supersede or request.dedupe) and conn.dialect.name == "postgresql":
             conn.execute(select(func.pg_advisory_xact_lock(_lock_id(request))))
         if request.supersede:
-            conn.execute(_SUPERSEDE, {"b_kind": request.kind, "b_key": request.key, "b_now": now})
+            conn.execute(_SUPERSEDE, {"b_kinds": [request.kind, *request.supersedes],
+                                      "b_key": request.key, "b_now": now})
         if request.dedupe:
             active = conn.execute(_ACTIVE, {"b_kind": request.kind, "b_key": request.key}
                                   ).scalar()
@@ -400,7 +404,7 @@ _NOW = bindparam("b_now", type_=UtcDateTime())
 _SUPERSEDE = (
     update(JOBS)
     .where(
-        JOBS.c.kind == bindparam("b_kind"),
+        JOBS.c.kind.in_(bindparam("b_kinds", expanding=True)),
         JOBS.c.key == bindparam("b_key"),
         JOBS.c.state.in_([state.value for state in ACTIVE_STATES]),
     )
@@ -491,6 +495,10 @@ def _record(row: Row[Any]) -> JobRecord:
 
 
 def _lock_id(request: JobRequest) -> int:
+    return lock_key(request.kind, request.key)
+
+
+def lock_key(kind: str, key: str) -> int:
     """A stable signed 64-bit id for PostgreSQL's advisory lock on (kind, key)."""
-    digest = hashlib.blake2b(f"{request.kind}\0{request.key}".encode(), digest_size=8).digest()
+    digest = hashlib.blake2b(f"{kind}\0{key}".encode(), digest_size=8).digest()
     return int.from_bytes(digest, "big", signed=True)

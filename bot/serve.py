@@ -23,7 +23,7 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine, make_url
 
-from . import alignment, commands, logs, reminders, trust
+from . import alignment, commands, logs, reminders, sharding, trust
 from .app import create_app
 from .github import ApiOptions, GitHubApp
 from .lease import Lease, default_owner
@@ -32,6 +32,7 @@ from .periodic import Periodic
 from .queue import SqlJobQueue
 from .sandbox import Containment, SandboxLimits, remove_stale, run_check
 from .settings import Settings
+from .shard_groups import ShardGroups
 from .storage import make_engine, migrate
 from .webhooks import WebhookRouter
 from .worker import Worker, retry_policy
@@ -115,16 +116,19 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
     removed = remove_stale(containment.base_dir)
     if removed:
         log.info("removed %d sandbox work folder(s) left by a previous run", len(removed))
+    groups = ShardGroups(queue)
     job = alignment.AlignmentJob(
         app=github, queue=queue,
         limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
                              memory_bytes=settings.sandbox_memory_bytes),
         containment=containment, sandbox=metrics.sandbox(run_check),
-        gate=trust.TrustGate(engine, github), engine=engine)
+        gate=trust.TrustGate(engine, github), engine=engine, max_shards=settings.max_shards,
+        sharding=sharding.Sharding(groups))
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
     lease = settings.job_lease_seconds
     worker = Worker(queue, {alignment.JOB_KIND: job, commands.JOB_KIND: command_job,
+                            sharding.JOB_KIND: sharding.ShardJob(job, groups),
                             reminders.JOB_KIND: sweep_job},
                     concurrency=settings.workers, retry=retry_policy(settings),
                     limits={reminders.JOB_KIND: reminders.SWEEPS_AT_ONCE},

@@ -99,6 +99,10 @@ class Settings(BaseSettings):
         default=300, gt=0,
         description="the longest delay between two retries in seconds (positive)",
     )
+    max_shards: int = Field(
+        default=4, ge=1, le=16, description="the most shard jobs one check is split into, 1 "
+        "to 16 (a repository asks for them with `shards`; 1 runs every check whole)"
+    )
     sandbox_wall_seconds: int = Field(
         default=900, gt=0, description="a positive number of seconds per sandboxed check"
     )

@@ -103,6 +103,13 @@ def ensure_current() -> None:
     raise JobSuperseded(f"job {claim.job_id} was superseded")
 
 
+def current_worker() -> str | None:
+    """In a job handler: the id of the worker thread that holds the job (for a write fenced
+    on it); None outside a worker."""
+    claim: _Claim | None = getattr(_running, "claim", None)
+    return None if claim is None else claim.worker
+
+
 def stop_event() -> threading.Event | None:
     """In a job handler: the event set once the running job is no longer this worker's (see
     ``ensure_current``), for a long step to watch and end early; None outside a worker."""

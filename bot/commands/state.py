@@ -13,7 +13,7 @@ from typing import Any, cast
 from sqlalchemy import Engine, Row, delete, func, select
 
 from ..engine_report import stored_findings
-from ..jobs import ALIGN
+from ..jobs import ALIGN, ALIGN_SHARD
 from ..queue import JobQueue
 from ..storage import PR_SETTINGS, REPLIES, UPSTREAM, USES, insert_ignore, transaction, utcnow
 from .context import Budget, RateLimit, Request
@@ -79,8 +79,12 @@ def use(engine: Engine, request: Request, name: Name | Budget, limit: RateLimit,
 
 def latest_report(queue: JobQueue, repo: str, number: int
                   ) -> tuple[str, list[dict[str, Any]]] | None:
-    """The head sha and findings of the latest completed ``align`` job with a report."""
-    for job in queue.latest(ALIGN, f"{repo}#{number}"):
+    """The head sha and findings of the latest completed ``align`` job with a report (or
+    ``align-shard`` job: the one that merged a sharded check's reports)."""
+    key = f"{repo}#{number}"
+    jobs = sorted([*queue.latest(ALIGN, key), *queue.latest(ALIGN_SHARD, key)],
+                  key=lambda job: job.id, reverse=True)
+    for job in jobs:
         report = (job.result or {}).get("report")
         findings = stored_findings(report) if isinstance(report, dict) else None
         if findings is not None:

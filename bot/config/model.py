@@ -219,6 +219,9 @@ class RepoConfig(_Strict):
     draws: int = Field(default=20, ge=1, le=1000, description="draws per spec")
     timeout_minutes: int = Field(default=15, ge=1, le=120,
                                  description="wall-clock limit for one check")
+    shards: int = Field(default=1, ge=1, le=16, description="shard jobs to split a check "
+                        "into, run side by side by the service's workers and merged into one "
+                        "report (the service may cap it)")
     tolerances: Tolerances | None = None
     upstream: Upstream = Field(default_factory=Upstream)
     trust: Trust = Field(default_factory=Trust)

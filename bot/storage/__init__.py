@@ -13,6 +13,7 @@
 - ``upstream.py``      watched upstream items (``UpstreamState``) and filed issues
 - ``trust.py``         ``/ok-to-test`` go-aheads
 - ``locks.py``         named leases (``bot/lease.py``: the upstream digest's)
+- ``shards.py``        checks split into shard jobs (``GroupEnd``: how each ended)
 """
 
 from .base import Base, BigId, UtcDateTime, utcnow
@@ -35,6 +36,7 @@ from .reminders import (
     ReminderSent,
     ReminderSweep,
 )
+from .shards import SHARD_GROUPS, GroupEnd, ShardGroup
 from .trust import OK_TO_TEST, OkToTest
 from .upsert import insert_ignore, upsert
 from .upstream import FILINGS, UPSTREAM, UpstreamFiling, UpstreamItem, UpstreamState
@@ -51,6 +53,7 @@ __all__ = [
     "PR_SETTINGS",
     "REPLIES",
     "SENT",
+    "SHARD_GROUPS",
     "SWEEPS",
     "UPSTREAM",
     "USES",
@@ -60,6 +63,7 @@ __all__ = [
     "CommandUse",
     "Delivery",
     "FairLock",
+    "GroupEnd",
     "Installation",
     "Job",
     "JobState",
@@ -71,6 +75,7 @@ __all__ = [
     "ReminderSent",
     "ReminderSweep",
     "SchemaMismatch",
+    "ShardGroup",
     "SweepLock",
     "UpstreamFiling",
     "UpstreamItem",

@@ -45,4 +45,5 @@ class Base(DeclarativeBase):
         datetime: UtcDateTime(),
         dict[str, Any]: JSON(),
         list[str]: JSON(),
+        list[int]: JSON(),
     }

@@ -1,5 +1,5 @@
 """``jobs``: the durable job queue's rows and their states (``bot/queue.py`` is their only
-reader and writer)."""
+reader and writer, but for ``bot/shard_groups.py``, which stores a running shard's report)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...jobs import ALIGN
+from ...jobs import ALIGN, ALIGN_SHARD
 from ...queue import JobRequest
 from .. import state
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
@@ -46,4 +46,5 @@ def enqueue_align(services: Services, request: Request, trigger: str,
                "repo": request.repo_name, "number": request.number,
                "head_sha": request.pr.head.sha, "trigger": trigger, **extra}
     services.queue.enqueue(JobRequest(kind=ALIGN, key=f"{request.repo_name}#"
-                                      f"{request.number}", payload=payload, supersede=True))
+                                      f"{request.number}", payload=payload, supersede=True,
+                                      supersedes=(ALIGN_SHARD,)))

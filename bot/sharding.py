@@ -1,0 +1,217 @@
+"""Sharded checks: an ``align`` job splits a long check into ``align-shard`` jobs that any
+worker claims; the shard that stores the last report merges them into the one report the whole
+check would have written, and completes the one check run and the one sticky comment."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any, cast
+
+from github.PullRequest import PullRequest
+from github.Repository import Repository
+
+from checks.report_types import Report
+from checks.shards import ShardError, merge
+
+from .alignment import (
+    INVALID_REPORT_ADVICE,
+    AlignmentJob,
+    _check_run,
+    _finish,
+    will_retry,
+)
+from .config import CONFIG_PATH
+from .engine_report import EngineReport, InvalidReport, parse_report
+from .github import FileTooLarge, read_text, transient_failures
+from .jobs import ALIGN_SHARD
+from .output import CHECK_NAME, CheckContext, Conclusion
+from .queue import JobRecord, JobRequest
+from .shard_groups import Group, ShardGroups
+from .storage import GroupEnd, installation_gone, utcnow
+from .worker import JobLost, JobSuperseded, current_worker, ensure_current
+
+log = logging.getLogger(__name__)
+
+JOB_KIND = ALIGN_SHARD
+
+
+def label(job: JobRecord) -> str:
+    return f"shard {int(job.payload['shard'])}/{int(job.payload['shards'])}"
+
+
+@dataclass
+class Sharding:
+    """What an ``align`` job does with a sharded check (``AlignmentJob.sharding``)."""
+
+    groups: ShardGroups
+
+    def split(self, job: JobRecord, ctx: CheckContext, shards: int) -> dict[str, Any] | None:
+        """Queue ``shards`` shard jobs of ``ctx.specs``; None when ``job`` no longer runs."""
+        requests = [JobRequest(kind=JOB_KIND, key=job.key, payload={
+            **job.payload, "ops": ctx.specs, "parent": job.id, "shard": index,
+            "shards": shards}) for index in range(1, shards + 1)]
+        ids = self.groups.split(job, current_worker(), requests)
+        if ids is None:
+            return None
+        log.info("job %d (%s): split into %d shard jobs %s", job.id, job.key, shards, ids)
+        return {"sharded": shards, "shard_jobs": ids}
+
+    def close_superseded(self, job: JobRecord, repo: Repository, newer: str) -> None:
+        """End the earlier sharded checks of ``job``'s key, which ``job`` superseded: a
+        shard still running cancels its check run itself; this covers shards superseded
+        before any ran. The check run of ``job``'s own head is ``job``'s to reuse."""
+        for group in self.groups.unended(job.key, before=job.id):
+            if not self.groups.end(group.parent_id, GroupEnd.CANCELLED, job.id):
+                continue
+            if group.head_sha == job.payload["head_sha"]:
+                continue
+            for run in repo.get_commit(group.head_sha).get_check_runs(check_name=CHECK_NAME):
+                if run.external_id == f"{job.key}@{group.head_sha}" and \
+                        run.status != "completed":
+                    _finish(run, group.head_sha, f"superseded by {newer[:12]}",
+                            Conclusion.CANCELLED)
+
+
+@dataclass
+class ShardJob:
+    """Runs one ``align-shard`` job: the sandboxed check of its shard of the specs, with the
+    check's own configuration, seed and draws.
+
+    Only the shard that ends the group (``ShardGroups``: merged, failed or cancelled, set
+    once) writes to GitHub, and every write is idempotent (the check run by external id, the
+    comment by marker): a shard run again after its worker died posts nothing twice."""
+
+    check: AlignmentJob
+    groups: ShardGroups
+
+    def __call__(self, job: JobRecord) -> dict[str, Any] | None:
+        payload = job.payload
+        check = self.check
+        gone = None if check.engine is None else installation_gone(
+            check.engine, payload["installation_id"])
+        if gone is not None:
+            log.info("job %d (%s, %s): not checked, the App was %s", job.id, job.key,
+                     label(job), gone)
+            return {"skipped": f"the App was {gone}"}
+        group = self.groups.get(int(payload["parent"]))
+        if group is None or job.id not in group.jobs or \
+                group.jobs.index(job.id) + 1 != int(payload["shard"]) or \
+                len(group.jobs) != int(payload["shards"]):
+            return {"skipped": "not a shard of a check this service split"}
+        if group.ended is not None and group.ended_by != job.id:
+            return {"skipped": f"its check ended ({group.ended})"}
+        runs: list[Any] = []
+        try:
+            with transient_failures(check.app, payload["installation_id"]):
+                return self._run(job, group, runs)
+        except Exception as exc:
+            if runs and not will_retry(exc) and not isinstance(exc, JobLost):
+                superseded = isinstance(exc, JobSuperseded)
+                how = GroupEnd.CANCELLED if superseded else GroupEnd.FAILED
+                if self.groups.end(group.parent_id, how, job.id):
+                    reason = check._superseded_by(job) if superseded else (
+                        f"alignbot failed while checking {label(job)} of this head "
+                        f"({type(exc).__name__}); the service's log has the details")
+                    _finish(runs[-1], payload["head_sha"], reason,
+                            Conclusion.CANCELLED if superseded else Conclusion.FAILURE)
+            raise
+
+    def give_up(self, job: JobRecord, reason: str) -> None:
+        """The shard failed for good: the check fails, with which shard and why."""
+        if self.groups.end(int(job.payload["parent"]), GroupEnd.FAILED, job.id):
+            self.check.give_up(job, f"{label(job)}: {reason}")
+
+    def _run(self, job: JobRecord, group: Group, runs: list[Any]) -> dict[str, Any] | None:
+        payload = job.payload
+        head_sha = payload["head_sha"]
+        repo = self.check.app.client(payload["installation_id"]).get_repo(payload["repo"])
+        pr = repo.get_pull(payload["number"])
+        if pr.head.sha != head_sha or pr.state != "open":
+            return {"skipped": "the pull request moved on (new head or closed)"}
+        ensure_current()
+        runs.append(_find_run(repo, head_sha, f"{job.key}@{head_sha}"))
+        try:
+            text = read_text(repo, CONFIG_PATH, head_sha)
+        except FileTooLarge:
+            text = None
+        if text is None:
+            return self._end_failed(job, pr, runs, CheckContext(
+                head_sha, "?", failure=f"{label(job)}: {CONFIG_PATH} is gone or too large"))
+        ctx, config = self.check.plan(repo, pr, head_sha, text, payload)
+        if config is None:  # the configuration read at the split said otherwise
+            ctx.failure = f"{label(job)}: {ctx.failure or 'no spec to check'}"
+            return self._end_failed(job, pr, runs, ctx)
+        if group.ended is None:  # else this shard merged before its worker died: merge again
+            self.check.check(ctx, config, repo, payload)
+            ensure_current()
+            if ctx.report is None:
+                ctx.failure = f"{label(job)}: {ctx.failure}"
+                return self._end_failed(job, pr, runs, ctx)
+            own = {"shard": label(job), "shard_report": ctx.report.dump()}
+            merges = self.groups.store(group.parent_id, job.id, current_worker(), own)
+            if merges is None:
+                ensure_current()
+                return {"skipped": "no longer this worker's job"}
+            if not merges:
+                log.info("job %d (%s): %s stored its report", job.id, job.key, label(job))
+                runs.clear()
+                return own
+        ctx.report = None
+        ctx.failure = self._merge(group, ctx, payload)
+        if ctx.failure is not None:
+            ctx.advice = INVALID_REPORT_ADVICE
+        ctx.seconds = (utcnow() - group.created_at).total_seconds()
+        if self.check.public_url:
+            ctx.full_report_url = f"{self.check.public_url.rstrip('/')}/reports/{job.id}"
+        ensure_current()
+        return {**self.check.post(pr, runs[-1], runs, ctx), "shard": label(job),
+                "merged": group.jobs}
+
+    def _merge(self, group: Group, ctx: CheckContext, payload: dict[str, Any]) -> str | None:
+        """Merge the shards' stored reports into ``ctx.report``; what is wrong, or None."""
+        seed = int(payload["head_sha"][:8], 16) if payload.get("seed") is None \
+            else int(payload["seed"])
+        reports = []
+        for index, result in enumerate(self.groups.results(group), 1):
+            try:
+                report = parse_report((result or {}).get("shard_report"))
+            except InvalidReport as exc:
+                return f"the report of shard {index}/{len(group.jobs)} was invalid: {exc}"
+            if report.seed != seed:
+                return (f"the report of shard {index}/{len(group.jobs)} is not from this "
+                        f"check (seed {report.seed}, expected {seed})")
+            reports.append(_mergeable(report))
+        try:
+            merged: Any = merge(cast(list[Report], reports))
+            if all(report.exploration is None for report in map(parse_report, reports)):
+                merged["exploration"] = None
+            ctx.report = parse_report(merged)
+        except (ShardError, InvalidReport) as exc:
+            return f"the shards' reports do not merge: {exc}"
+        return None
+
+    def _end_failed(self, job: JobRecord, pr: PullRequest, runs: list[Any],
+                    ctx: CheckContext) -> dict[str, Any]:
+        """End the check as failed with ``ctx.failure``, unless another shard ended it."""
+        ensure_current()
+        if not self.groups.end(int(job.payload["parent"]), GroupEnd.FAILED, job.id):
+            runs.clear()
+            return {"skipped": "another shard ended the check", "failure": ctx.failure}
+        return {**self.check.post(pr, runs[-1], runs, ctx), "shard": label(job)}
+
+
+def _mergeable(report: EngineReport) -> dict[str, Any]:
+    """A validated shard report as ``checks.shards.merge`` takes it."""
+    data = report.dump()
+    data["exploration"] = data["exploration"] or []
+    return data
+
+
+def _find_run(repo: Repository, head_sha: str, external_id: str) -> Any:
+    """The check run the ``align`` job created; found, not set in progress again (another
+    shard may have completed it), or created again if it is gone."""
+    for run in repo.get_commit(head_sha).get_check_runs(check_name=CHECK_NAME):
+        if run.external_id == external_id:
+            return run
+    return _check_run(repo, head_sha, external_id)
