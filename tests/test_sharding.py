@@ -1,0 +1,180 @@
+"""bot/sharding.py: a check split into shard jobs, run by several worker processes on
+PostgreSQL (bot/stack.py) or by `alignbot serve` on SQLite, merged into one check run and one
+comment; the GitHub test server as GitHub and the real sandbox."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from service import INSTALLATION, OWNER, SECRET, Service
+from sqlalchemy import Engine
+from test_stack import _worker_pid
+
+from bot.demo import _files, _patch, _sha, wait_for
+from bot.jobs import ALIGN, ALIGN_SHARD
+from bot.queue import JobRecord, JobState, SqlJobQueue
+from bot.shard_groups import ShardGroups
+from bot.stack import Stack, github_test_env, quick_check_config
+from bot.storage import GroupEnd, make_engine
+
+ROOT = Path(__file__).resolve().parent.parent
+BASE = _files(ROOT / "examples" / "fastops")
+BUGGY = (ROOT / "examples" / "pull-request" / "fastops.py").read_bytes()
+CONFIG = BASE[".github/alignbot.yml"].replace(b"draws: 12", b"draws: 6")
+TIMEOUT = 240
+
+
+def open_pull(github: Any, repo: str, config: bytes, head_sha: str | None = None) -> str:
+    """Pull request 1 of ``repo`` (the example library) with the buggy softplus, under
+    ``config``; ``head_sha`` names the head (the same sha in two repositories: the same
+    seed). Returns the head's sha."""
+    base = {**BASE, ".github/alignbot.yml": config}
+    head = {**base, "fastops.py": BUGGY}
+    head_sha = head_sha or _sha(head)
+    if INSTALLATION not in github.installations:
+        github.add_installation(INSTALLATION, OWNER)
+    github.add_repo(OWNER, repo, INSTALLATION, files_by_ref={_sha(base): base})
+    github.add_pull(OWNER, repo, 1, head_sha, _sha(base), "Faster softplus", "contributor",
+                    head_tree=head, author_association="MEMBER", files=[
+                        {"filename": "fastops.py", "status": "modified",
+                         "patch": _patch("fastops.py", base["fastops.py"], BUGGY)}])
+    return head_sha
+
+
+def deliver(github: Any, url: str, repo: str) -> None:
+    headers, body = github.delivery("pull_request", github.webhook(
+        "pull_request.opened", OWNER, repo, number=1), SECRET)
+    reply = httpx.post(f"{url}/webhook", content=body, headers=headers, timeout=30)
+    assert reply.status_code == 202, reply.text
+
+
+def finished(github: Any, repo: str, sha: str) -> bool:
+    runs = github.check_runs_for(OWNER, repo, sha)
+    return bool(runs) and runs[0].status == "completed" and bool(
+        github.comments_on(OWNER, repo, 1))
+
+
+def posted_once(github: Any, repo: str, sha: str) -> Any:
+    """The one check run of ``repo``'s head, completed by one update, and the one comment."""
+    (run,) = github.check_runs_for(OWNER, repo, sha)
+    assert [update["conclusion"] for update in run.updates if "conclusion" in update] == \
+        [run.conclusion]
+    (comment,) = github.comments_on(OWNER, repo, 1)
+    assert sha[:12] in comment.body
+    return run
+
+
+def shard_jobs(engine: Engine, repo: str) -> list[JobRecord]:
+    return [job for job in SqlJobQueue(engine).list(kind=ALIGN_SHARD)
+            if job.key == f"{OWNER}/{repo}#1"]
+
+
+def untimed(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Findings without the wall time their shrinking took."""
+    return [{**finding, "shrink": {**finding["shrink"], "seconds": None}}
+            if finding.get("shrink") else finding for finding in findings]
+
+
+def merged_report(engine: Engine, repo: str) -> dict[str, Any]:
+    (report,) = [job.result["report"] for job in shard_jobs(engine, repo)
+                 if job.result and "report" in job.result]
+    return dict(report)
+
+
+@pytest.mark.services
+def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
+        github_server: Any, postgres_url: str, tmp_path: Path) -> None:
+    github = github_server
+    sha = open_pull(github, "sharded", CONFIG + b"shards: 2\n")
+    open_pull(github, "whole", CONFIG, head_sha=sha)  # the same head sha: the same seed
+    engine = make_engine(postgres_url)
+    env = github_test_env(github, postgres_url, ALIGNBOT_WORKERS="1")
+    with Stack(env, tmp_path / "stack", workers=2) as stack:
+        started = time.monotonic()
+        deliver(github, stack.url, "sharded")
+        wait_for(lambda: finished(github, "sharded", sha), TIMEOUT, "the sharded check")
+        sharded_seconds = time.monotonic() - started
+        started = time.monotonic()
+        deliver(github, stack.url, "whole")
+        wait_for(lambda: finished(github, "whole", sha), TIMEOUT, "the whole check")
+        whole_seconds = time.monotonic() - started
+        pids = {worker.pid for worker in stack.workers}
+    print(f"sharded (2 shards, 2 workers): {sharded_seconds:.1f} s; whole: {whole_seconds:.1f} s")
+
+    shards = shard_jobs(engine, "sharded")
+    assert [(job.payload["shard"], job.state) for job in shards] == \
+        [(1, JobState.DONE), (2, JobState.DONE)]
+    assert {_worker_pid(job.worker or "") for job in shards} == pids  # one shard each
+    (whole_job,) = [job for job in SqlJobQueue(engine).list(kind=ALIGN)
+                    if job.key == f"{OWNER}/whole#1"]
+    assert whole_job.result is not None
+    merged, whole = merged_report(engine, "sharded"), whole_job.result["report"]
+    engine.dispose()
+    assert merged["specs"] == whole["specs"] == ["activations.mish", "activations.softplus"]
+    assert untimed(merged["findings"]) == untimed(whole["findings"]) and merged["findings"]
+    assert merged["programs_run"] == whole["programs_run"]
+
+    split, alone = posted_once(github, "sharded", sha), posted_once(github, "whole", sha)
+    assert (split.conclusion, split.output["title"], split.annotations) == \
+        (alone.conclusion, alone.output["title"], alone.annotations)
+    assert split.conclusion == "failure" and "grad-mismatch" in split.output["text"]
+
+
+def test_sharded_check_in_one_sqlite_service(github_server: Any, tmp_path: Path) -> None:
+    """`alignbot serve` alone (SQLite): three shards (the third has no spec), its two
+    worker threads, one check run and one comment."""
+    github = github_server
+    sha = open_pull(github, "sharded", CONFIG + b"shards: 3\n")
+    service = Service(github, tmp_path, ALIGNBOT_WORKERS="2")
+    service.start()
+    try:
+        started = time.monotonic()
+        deliver(github, service.url, "sharded")
+        wait_for(lambda: finished(github, "sharded", sha), TIMEOUT, "the sharded check")
+        print(f"sharded (3 shards, 2 threads): {time.monotonic() - started:.1f} s")
+    finally:
+        service.stop()
+    run = posted_once(github, "sharded", sha)
+    assert run.conclusion == "failure" and "grad-mismatch" in run.output["text"]
+    engine = make_engine(f"sqlite:///{tmp_path / 'alignbot.db'}")
+    assert [job.state for job in shard_jobs(engine, "sharded")] == [JobState.DONE] * 3
+    report = merged_report(engine, "sharded")
+    engine.dispose()
+    assert report["specs"] == ["activations.mish", "activations.softplus"]
+
+
+def test_a_failing_shard_completes_the_check_run_with_its_reason(
+        github_server: Any, tmp_path: Path) -> None:
+    """Every shard's setup fails (exit status 3): the first to fail ends the check, once;
+    the other posts nothing."""
+    github = github_server
+    config = quick_check_config(0.5).replace(b'"ops.py"', b'"fastops.py"')
+    sha = open_pull(github, "failing", config + b"shards: 2\n")
+    service = Service(github, tmp_path, ALIGNBOT_WORKERS="2")
+    service.start()
+    try:
+        deliver(github, service.url, "failing")
+        wait_for(lambda: finished(github, "failing", sha), TIMEOUT, "the failing check")
+        engine = make_engine(f"sqlite:///{tmp_path / 'alignbot.db'}")
+        queue = SqlJobQueue(engine)
+        wait_for(lambda: all(job.state is JobState.DONE
+                             for job in shard_jobs(engine, "failing")), 60, "both shards")
+    finally:
+        service.stop()
+    run = posted_once(github, "failing", sha)
+    assert run.conclusion == "failure"
+    text = f"{run.output['title']}\n{run.output['summary']}\n{run.output['text']}"
+    assert "exit status 3" in text
+    shards = shard_jobs(engine, "failing")
+    (parent,) = queue.list(kind=ALIGN)
+    group = ShardGroups(queue).get(parent.id)
+    engine.dispose()
+    assert group is not None and group.ended is GroupEnd.FAILED
+    (ender,) = [job for job in shards if job.id == group.ended_by]
+    assert f"shard {ender.payload['shard']}/2" in text
+    (other,) = [job for job in shards if job.id != group.ended_by]
+    assert other.result is not None and "skipped" in other.result
