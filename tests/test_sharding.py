@@ -24,7 +24,7 @@ from bot.storage import GroupEnd, make_engine
 ROOT = Path(__file__).resolve().parent.parent
 BASE = _files(ROOT / "examples" / "fastops")
 BUGGY = (ROOT / "examples" / "pull-request" / "fastops.py").read_bytes()
-CONFIG = BASE[".github/alignbot.yml"].replace(b"draws: 12", b"draws: 6")
+CONFIG = BASE[".github/alignbot.yml"].replace(b"draws: 12", b"draws: 3")
 TIMEOUT = 240
 
 
@@ -178,3 +178,78 @@ def test_a_failing_shard_completes_the_check_run_with_its_reason(
     assert f"shard {ender.payload['shard']}/2" in text
     (other,) = [job for job in shards if job.id != group.ended_by]
     assert other.result is not None and "skipped" in other.result
+
+
+def running_shards(engine: Engine, repo: str, count: int) -> bool:
+    return len([job for job in shard_jobs(engine, repo)
+                if job.state is JobState.RUNNING]) == count
+
+
+def test_a_newer_push_supersedes_every_shard_and_cancels_once(
+        github_server: Any, tmp_path: Path) -> None:
+    """Both shards sit in their sandboxes (a 60 s setup); a push supersedes them: the
+    sandboxes are killed, the old head's check run is cancelled by one update, and the new
+    head is checked."""
+    github = github_server
+    slow = quick_check_config(60).replace(b'"ops.py"', b'"fastops.py"') + b"shards: 2\n"
+    old = open_pull(github, "pushed", slow)
+    service = Service(github, tmp_path, ALIGNBOT_WORKERS="3")
+    service.start()
+    engine = make_engine(f"sqlite:///{tmp_path / 'alignbot.db'}")
+    try:
+        deliver(github, service.url, "pushed")
+        wait_for(lambda: running_shards(engine, "pushed", 2), 60, "both shards to run")
+        time.sleep(1)  # into their sandboxes
+        quick = quick_check_config(0.1).replace(b'"ops.py"', b'"fastops.py"')
+        tree = {**BASE, ".github/alignbot.yml": quick, "fastops.py": BUGGY}
+        new = _sha(tree)
+        github.push(OWNER, "pushed", 1, new, tree=tree, files=[
+            {"filename": "fastops.py", "status": "modified",
+             "patch": _patch("fastops.py", BASE["fastops.py"], BUGGY)}])
+        started = time.monotonic()
+        headers, body = github.delivery("pull_request", github.webhook(
+            "pull_request.synchronize", OWNER, "pushed", number=1), SECRET)
+        assert httpx.post(f"{service.url}/webhook", content=body, headers=headers,
+                          timeout=30).status_code == 202
+        wait_for(lambda: finished(github, "pushed", new) and all(
+            job.state is JobState.SUPERSEDED for job in shard_jobs(engine, "pushed")) and
+            github.check_runs_for(OWNER, "pushed", old)[0].status == "completed",
+            60, "the new head's check and the old shards' end")
+        seconds = time.monotonic() - started
+    finally:
+        service.stop()
+        engine.dispose()
+    assert seconds < 30  # the 60 s sandboxes were killed, not waited for
+    (run,) = github.check_runs_for(OWNER, "pushed", old)
+    assert [update["conclusion"] for update in run.updates if "conclusion" in update] == \
+        ["cancelled"]
+    assert new[:12] in run.output["title"]
+    (comment,) = github.comments_on(OWNER, "pushed", 1)
+    assert new[:12] in comment.body and old[:12] not in comment.body
+
+
+@pytest.mark.services
+def test_a_shard_whose_worker_dies_runs_again_and_posts_once(
+        github_server: Any, postgres_url: str, tmp_path: Path) -> None:
+    """The worker of shard 1 is SIGKILLed in its sandbox; its lease expires, the other
+    worker runs it again, and the merged check is posted once."""
+    github = github_server
+    slower = CONFIG.replace(b"candidate:\n", b"candidate:\n  setup: [\"sleep 2\"]\n")
+    sha = open_pull(github, "killed", slower + b"shards: 2\n")
+    engine = make_engine(postgres_url)
+    queue = SqlJobQueue(engine)
+    env = github_test_env(github, postgres_url, ALIGNBOT_WORKERS="1",
+                          ALIGNBOT_JOB_LEASE_SECONDS="3")
+    with Stack(env, tmp_path / "stack", workers=2) as stack:
+        deliver(github, stack.url, "killed")
+        wait_for(lambda: running_shards(engine, "killed", 2), 60, "both shards to run")
+        (first,) = [job for job in shard_jobs(engine, "killed") if job.payload["shard"] == 1]
+        (victim,) = [w for w in stack.workers if w.pid == _worker_pid(first.worker or "")]
+        victim.kill()
+        wait_for(lambda: finished(github, "killed", sha), TIMEOUT, "the check")
+    rerun = queue.get(first.id)
+    engine.dispose()
+    assert rerun is not None and rerun.state is JobState.DONE and rerun.attempts == 2
+    assert _worker_pid(rerun.worker or "") != victim.pid
+    run = posted_once(github, "killed", sha)
+    assert run.conclusion == "failure" and "grad-mismatch" in run.output["text"]
