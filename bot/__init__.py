@@ -30,6 +30,9 @@ alignment, trust, commands, reminders — imports another: ``tests/test_layers.p
                     and the one builder of prefilled upstream links
 - ``markers.py``    the bot's own comments, found by author and a marker at the start
 - ``alignment.py``  the feature: pull request → job → sandboxed check → check run + comment
+- ``sharding.py``   the same feature's sharded checks: ``align-shard`` jobs any worker runs,
+                    merged by the last one into the one check run and comment
+- ``shard_groups.py`` the shard jobs of a split check, their reports, its one end
 - ``output.py``     check-run and sticky-comment rendering from templates/, within GitHub's limits
 - ``policy.py``     who is trusted: ``/ok-to-test`` records, author associations, the base
                     branch's config (read by trust and commands alike)

@@ -157,29 +157,32 @@ class ShardJob:
                 log.info("job %d (%s): %s stored its report", job.id, job.key, label(job))
                 runs.clear()
                 return own
+        results = self.groups.results(group)
         ctx.report = None
-        ctx.failure = self._merge(group, ctx, payload)
+        ctx.failure = self._merge(results, ctx, payload)
         if ctx.failure is not None:
             ctx.advice = INVALID_REPORT_ADVICE
         ctx.seconds = (utcnow() - group.created_at).total_seconds()
         if self.check.public_url:
             ctx.full_report_url = f"{self.check.public_url.rstrip('/')}/reports/{job.id}"
         ensure_current()
+        own = results[group.jobs.index(job.id)] or {}
         return {**self.check.post(pr, runs[-1], runs, ctx), "shard": label(job),
-                "merged": group.jobs}
+                "shard_report": own.get("shard_report"), "merged": group.jobs}
 
-    def _merge(self, group: Group, ctx: CheckContext, payload: dict[str, Any]) -> str | None:
-        """Merge the shards' stored reports into ``ctx.report``; what is wrong, or None."""
+    def _merge(self, results: list[dict[str, Any] | None], ctx: CheckContext,
+               payload: dict[str, Any]) -> str | None:
+        """Merge the shards' stored results into ``ctx.report``; what is wrong, or None."""
         seed = int(payload["head_sha"][:8], 16) if payload.get("seed") is None \
             else int(payload["seed"])
         reports = []
-        for index, result in enumerate(self.groups.results(group), 1):
+        for index, result in enumerate(results, 1):
             try:
                 report = parse_report((result or {}).get("shard_report"))
             except InvalidReport as exc:
-                return f"the report of shard {index}/{len(group.jobs)} was invalid: {exc}"
+                return f"the report of shard {index}/{len(results)} was invalid: {exc}"
             if report.seed != seed:
-                return (f"the report of shard {index}/{len(group.jobs)} is not from this "
+                return (f"the report of shard {index}/{len(results)} is not from this "
                         f"check (seed {report.seed}, expected {seed})")
             reports.append(_mergeable(report))
         try:

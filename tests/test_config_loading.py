@@ -32,7 +32,7 @@ def test_unknown_keys_are_rejected_with_their_lines_and_a_suggestion() -> None:
         "(allowed here: paths, specs)",
         ".github/alignbot.yml:8:1: tolerance: unknown key `tolerance`; did you mean "
         "`tolerances`? (allowed here: candidate, ops, specs, draws, timeout_minutes, "
-        "tolerances, upstream, trust, reminders)",
+        "shards, tolerances, upstream, trust, reminders)",
     ]
 
 
@@ -68,6 +68,22 @@ def test_each_bad_value_is_one_line_naming_its_line() -> None:
     for line, (where, what) in zip(errors, expected, strict=True):
         assert line.startswith(f".github/alignbot.yml:{where} "), line
         assert what in line, line
+
+
+@pytest.mark.parametrize(("value", "what"), [
+    ("0", "greater than or equal to 1 (got 0)"), ("17", "less than or equal to 16 (got 17)"),
+    ("-1", "greater than or equal to 1"), ('"2"', "valid integer (got '2')"),
+    ("2.5", "valid integer"), ("true", "valid integer"), ("[2]", "valid integer"),
+    ("1e9", "valid integer"), ("99999999999999999999999", "less than or equal to 16")])
+def test_a_bad_shard_count_is_one_line(value: str, what: str) -> None:
+    (error,) = _errors(f"candidate: {{preset: torch}}\nshards: {value}\n")
+    assert error.startswith(".github/alignbot.yml:2:9: shards: "), error
+    assert what in error, error
+
+
+def test_shards_default_to_one() -> None:
+    assert load_config("candidate: {preset: torch}\n").shards == 1
+    assert load_config("candidate: {preset: torch}\nshards: 16\n").shards == 16
 
 
 def test_wrong_types_name_the_value() -> None:

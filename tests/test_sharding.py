@@ -11,15 +11,21 @@ from typing import Any
 import httpx
 import pytest
 from service import INSTALLATION, OWNER, SECRET, Service
-from sqlalchemy import Engine
+from sqlalchemy import Engine, update
 from test_stack import _worker_pid
 
+from bot.alignment import AlignmentJob
 from bot.demo import _files, _patch, _sha, wait_for
+from bot.engine_report import empty_report
+from bot.github import ApiOptions, GitHubApp
 from bot.jobs import ALIGN, ALIGN_SHARD
-from bot.queue import JobRecord, JobState, SqlJobQueue
+from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from bot.sandbox import SandboxResult
 from bot.shard_groups import ShardGroups
+from bot.sharding import Sharding, ShardJob
 from bot.stack import Stack, github_test_env, quick_check_config
-from bot.storage import GroupEnd, make_engine
+from bot.storage import JOBS, GroupEnd, make_engine, migrate, transaction
+from bot.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = _files(ROOT / "examples" / "fastops")
@@ -253,3 +259,95 @@ def test_a_shard_whose_worker_dies_runs_again_and_posts_once(
     assert _worker_pid(rerun.worker or "") != victim.pid
     run = posted_once(github, "killed", sha)
     assert run.conclusion == "failure" and "grad-mismatch" in run.output["text"]
+
+
+def in_process(github: Any, tmp_path: Path, sandbox: Any) -> tuple[SqlJobQueue, Worker]:
+    """The App's check and shard handlers on a SQLite queue, run by one worker, with
+    ``sandbox`` standing for what comes out of the pull request's sandbox."""
+    engine = make_engine(f"sqlite:///{tmp_path / 'jobs.db'}")
+    migrate(engine)
+    queue = SqlJobQueue(engine)
+    groups = ShardGroups(queue)
+    app = GitHubApp(github.app_id, github.private_key_pem, ApiOptions(
+        base_url=github.url, seconds_between_writes=0, max_wait=1, retries=1))
+    check = AlignmentJob(app=app, queue=queue, sandbox=sandbox, max_shards=4,
+                         sharding=Sharding(groups))
+    return queue, Worker(queue, {ALIGN: check, ALIGN_SHARD: ShardJob(check, groups)},
+                         name="w")
+
+
+def enqueue_check(queue: SqlJobQueue, repo: str, sha: str) -> None:
+    queue.enqueue(JobRequest(ALIGN, f"{OWNER}/{repo}#1", supersede=True,
+                             supersedes=(ALIGN_SHARD,), payload={
+                                 "installation_id": INSTALLATION, "repo": f"{OWNER}/{repo}",
+                                 "number": 1, "head_sha": sha, "trigger": "test"}))
+
+
+def report(seed: int, *specs: str) -> dict[str, Any]:
+    return {**empty_report(seed).dump(), "specs": list(specs), "specs_run": len(specs)}
+
+
+@pytest.mark.parametrize(("hostile", "reason"), [
+    # shard 2 claims shard 1's spec too
+    (lambda seed, shard: report(seed, "activations.mish", *(("activations.softplus",) * (
+        shard - 1))), "spec activations.mish is in reports 1 and 2"),
+    # shard 2's report is another run's (another seed)
+    (lambda seed, shard: report(seed + shard - 1, f"s{shard}"), "is not from this check"),
+    # shard 2's report is not a report
+    (lambda seed, shard: report(seed, f"s{shard}") if shard == 1 else {"findings": 1},
+     "shard 2/2: the engine's report was invalid"),
+])
+def test_shard_reports_that_do_not_belong_together_fail_the_check(
+        github_server: Any, tmp_path: Path, hostile: Any, reason: str) -> None:
+    """What comes out of a sandbox is the pull request's to write: shard reports that
+    overlap, come from another seed or are no report fail the one check run, with why."""
+    github = github_server
+    sha = open_pull(github, "hostile", CONFIG + b"shards: 2\n")
+    seed = int(sha[:8], 16)
+
+    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
+                ) -> SandboxResult:
+        shard = int(args[args.index("--shard") + 1].split("/")[0])
+        return SandboxResult(hostile(seed, shard), 0, None, "", "", 0.1)
+
+    queue, worker = in_process(github, tmp_path, sandbox)
+    enqueue_check(queue, "hostile", sha)
+    while worker.run_once():
+        pass
+    run = posted_once(github, "hostile", sha)
+    assert run.conclusion == "failure"
+    assert reason in f"{run.output['title']}\n{run.output['summary']}\n{run.output['text']}"
+    # a replay of the shard that did not merge: it sees the check ended and posts nothing
+    (parent,) = queue.list(kind=ALIGN)
+    group = ShardGroups(queue).get(parent.id)
+    assert group is not None and group.ended is not None
+    (other,) = [job for job in shard_jobs(queue.engine, "hostile") if job.id != group.ended_by]
+    with transaction(queue.engine) as conn:
+        conn.execute(update(JOBS).where(JOBS.c.id == other.id).values(state="queued"))
+    assert worker.run_once()
+    assert (queue.get(other.id) or other).result == {
+        "skipped": f"its check ended ({group.ended})"}
+    posted_once(github, "hostile", sha)
+
+
+def test_shards_superseded_before_any_ran_cancel_the_old_check_run_once(
+        github_server: Any, tmp_path: Path) -> None:
+    """The check is split, then a newer push comes before a worker took a shard: the new
+    head's check ends the old one, cancelled, before checking its own head."""
+    github = github_server
+    old = open_pull(github, "queued", CONFIG + b"shards: 2\n")
+    queue, worker = in_process(github, tmp_path, lambda *a, **k: SandboxResult(
+        report(0), 0, None, "", "", 0.1))
+    enqueue_check(queue, "queued", old)
+    assert worker.run_once()  # the split; both shards wait in the queue
+    tree = {**BASE, ".github/alignbot.yml": CONFIG, "fastops.py": BUGGY + b"\n# 2\n"}
+    new = _sha(tree)
+    github.push(OWNER, "queued", 1, new, tree=tree)
+    enqueue_check(queue, "queued", new)
+    assert [job.state for job in shard_jobs(queue.engine, "queued")] == \
+        [JobState.SUPERSEDED] * 2
+    assert worker.run_once()  # the new head's check
+    (run,) = github.check_runs_for(OWNER, "queued", old)
+    assert [update["conclusion"] for update in run.updates if "conclusion" in update] == \
+        ["cancelled"]
+    assert new[:12] in run.output["title"]
