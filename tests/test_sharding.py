@@ -11,8 +11,8 @@ from typing import Any
 import httpx
 import pytest
 from service import INSTALLATION, OWNER, SECRET, Service
-from sqlalchemy import Engine, update
-from test_stack import _worker_pid
+from sqlalchemy import Engine, insert, update
+from test_stack import _checks_done, _worker_pid
 
 from bot.alignment import AlignmentJob
 from bot.demo import _files, _patch, _sha, wait_for
@@ -24,7 +24,7 @@ from bot.sandbox import SandboxResult
 from bot.shard_groups import ShardGroups
 from bot.sharding import Sharding, ShardJob
 from bot.stack import Stack, github_test_env, quick_check_config
-from bot.storage import JOBS, GroupEnd, make_engine, migrate, transaction
+from bot.storage import INSTALLATIONS, JOBS, GroupEnd, make_engine, migrate, transaction
 from bot.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,12 +109,15 @@ def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
         wait_for(lambda: finished(github, "whole", sha), TIMEOUT, "the whole check")
         whole_seconds = time.monotonic() - started
         pids = {worker.pid for worker in stack.workers}
+        shard_counts = {worker.pid: _checks_done(httpx.get(
+            worker.metrics_url or "", timeout=10).text, ALIGN_SHARD) for worker in stack.workers}
     print(f"sharded (2 shards, 2 workers): {sharded_seconds:.1f} s; whole: {whole_seconds:.1f} s")
 
     shards = shard_jobs(engine, "sharded")
     assert [(job.payload["shard"], job.state) for job in shards] == \
         [(1, JobState.DONE), (2, JobState.DONE)]
     assert {_worker_pid(job.worker or "") for job in shards} == pids  # one shard each
+    assert shard_counts == {pid: 1 for pid in pids}  # each worker's /metrics counts its own
     (whole_job,) = [job for job in SqlJobQueue(engine).list(kind=ALIGN)
                     if job.key == f"{OWNER}/whole#1"]
     assert whole_job.result is not None
@@ -271,7 +274,7 @@ def in_process(github: Any, tmp_path: Path, sandbox: Any) -> tuple[SqlJobQueue, 
     app = GitHubApp(github.app_id, github.private_key_pem, ApiOptions(
         base_url=github.url, seconds_between_writes=0, max_wait=1, retries=1))
     check = AlignmentJob(app=app, queue=queue, sandbox=sandbox, max_shards=4,
-                         sharding=Sharding(groups))
+                         sharding=Sharding(groups), engine=engine)
     return queue, Worker(queue, {ALIGN: check, ALIGN_SHARD: ShardJob(check, groups)},
                          name="w")
 
@@ -351,3 +354,29 @@ def test_shards_superseded_before_any_ran_cancel_the_old_check_run_once(
     assert [update["conclusion"] for update in run.updates if "conclusion" in update] == \
         ["cancelled"]
     assert new[:12] in run.output["title"]
+
+
+def test_the_shards_of_a_removed_installation_stop(github_server: Any, tmp_path: Path) -> None:
+    """The App is uninstalled after the check was split: its shards ask GitHub for nothing."""
+    github = github_server
+    sha = open_pull(github, "removed", CONFIG + b"shards: 2\n")
+    sandboxes: list[list[str]] = []
+
+    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
+                ) -> SandboxResult:
+        sandboxes.append(args)
+        return SandboxResult(report(0), 0, None, "", "", 0.1)
+
+    queue, worker = in_process(github, tmp_path, sandbox)
+    enqueue_check(queue, "removed", sha)
+    assert worker.run_once()  # the split
+    with transaction(queue.engine) as conn:
+        conn.execute(insert(INSTALLATIONS).values(
+            id=INSTALLATION, account_login=OWNER, repositories=[], deleted=True))
+    while worker.run_once():
+        pass
+    assert [job.result for job in shard_jobs(queue.engine, "removed")] == \
+        [{"skipped": "the App was uninstalled"}] * 2
+    assert sandboxes == []
+    (run,) = github.check_runs_for(OWNER, "removed", sha)
+    assert run.status == "in_progress"  # no token to complete it with

@@ -44,13 +44,14 @@ def _worker_pid(worker: str) -> int:
     return int(match.group(1))
 
 
-def _checks_done(metrics: str) -> int:
-    """How many check jobs a process's ``/metrics`` says it finished (``done``)."""
+def _checks_done(metrics: str, kind: str = ALIGN) -> int:
+    """How many check jobs (of ``kind``) a process's ``/metrics`` says it finished
+    (``done``)."""
     for family in text_string_to_metric_families(metrics):
         if family.name == "alignbot_job_duration_seconds":
             return sum(int(sample.value) for sample in family.samples
                        if sample.name.endswith("_count")
-                       and sample.labels == {"kind": ALIGN, "outcome": "done"})
+                       and sample.labels == {"kind": kind, "outcome": "done"})
     return 0
 
 
