@@ -44,6 +44,8 @@ alignment, trust, commands, reminders — imports another: ``tests/test_layers.p
                     the sweep, its store, the job and the pass that queues the jobs)
 - ``lease.py``      named leases in the database (the upstream digest is written under one)
 - ``periodic.py``   a function run every few seconds in a thread (the reminder pass)
+- ``workdir.py``    each worker process's own work folder, locked while it lives, and the
+                    sweep of the folders of dead ones
 - ``serve.py``      ``alignbot serve``: service, worker and the reminder pass in one process
 - ``demo.py``       ``alignbot demo``: the whole flow against the GitHub test server
 - ``testing/github/`` the GitHub test server: GitHub's REST API over real HTTP on loopback,

@@ -127,6 +127,7 @@ class AlignmentJob:
     gate: Gate | None = None
     engine: Engine | None = None  # where installations are recorded: a removed one is skipped
     max_shards: int = 1  # the operator's cap on a repository's ``shards``
+    work_dir: Path | None = None  # where checkouts go (bot.workdir.WorkFolder); None: /tmp
     sharding: Sharding | None = None  # bot.sharding.Sharding: splits a check into shard jobs
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
@@ -275,7 +276,7 @@ class AlignmentJob:
         """Run the sandboxed check of ``ctx.specs`` (shard ``payload["shard"]`` of
         ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice."""
         head_sha = ctx.head_sha
-        with tempfile.TemporaryDirectory(prefix="alignbot-pr-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="alignbot-pr-", dir=self.work_dir) as tmp:
             archive = self.app.download(repo.get_archive_link("tarball", head_sha),
                                         payload["installation_id"])
             try:

@@ -10,6 +10,7 @@ App (``Role.ALL``): a split role there is refused (``role_problem``).
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import signal
@@ -23,7 +24,7 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.engine import Engine, make_url
 
-from . import alignment, commands, logs, reminders, sharding, trust
+from . import alignment, commands, logs, reminders, sharding, trust, workdir
 from .app import create_app
 from .github import ApiOptions, GitHubApp
 from .lease import Lease, default_owner
@@ -116,6 +117,11 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
     removed = remove_stale(containment.base_dir)
     if removed:
         log.info("removed %d sandbox work folder(s) left by a previous run", len(removed))
+    swept = workdir.sweep(containment.base_dir)
+    if swept:
+        log.info("removed %d worker folder(s) left by stopped processes", len(swept))
+    folder = workdir.WorkFolder.create(containment.base_dir)
+    atexit.register(folder.close)
     groups = ShardGroups(queue)
     job = alignment.AlignmentJob(
         app=github, queue=queue,
@@ -123,7 +129,7 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
                              memory_bytes=settings.sandbox_memory_bytes),
         containment=containment, sandbox=metrics.sandbox(run_check),
         gate=trust.TrustGate(engine, github), engine=engine, max_shards=settings.max_shards,
-        sharding=sharding.Sharding(groups))
+        sharding=sharding.Sharding(groups), work_dir=folder.path)
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
     lease = settings.job_lease_seconds

@@ -14,6 +14,7 @@ import stat
 import tempfile
 import time
 import venv
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -75,22 +76,28 @@ def _alive(record: dict[str, Any]) -> bool:
     return start is not None and start == record.get("start")
 
 
+def own_folders(base: Path | None, prefix: str) -> Iterator[tuple[Path, os.stat_result]]:
+    """The folders named ``prefix`` + anything under ``base`` (default: the temp folder) that
+    belong to this user, not links, with their ``lstat``."""
+    root = Path(base) if base is not None else Path(tempfile.gettempdir())
+    try:
+        candidates = sorted(root.glob(prefix + "*"))
+    except OSError:
+        return
+    for folder in candidates:
+        try:
+            info = os.lstat(folder)
+        except OSError:
+            continue
+        if stat.S_ISDIR(info.st_mode) and info.st_uid == os.geteuid():
+            yield folder, info
+
+
 def remove_stale(base_dir: Path | None = None) -> list[Path]:
     """Remove the work folders (and kill the dedicated uids) that a service which is no longer
     running left in ``base_dir``; folders of live services are left alone."""
-    base = Path(base_dir) if base_dir is not None else Path(tempfile.gettempdir())
     removed: list[Path] = []
-    try:
-        candidates = sorted(base.glob(PREFIX + "*"))
-    except OSError:
-        return removed
-    for top in candidates:
-        try:
-            info = os.lstat(top)
-        except OSError:
-            continue
-        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.geteuid():
-            continue
+    for top, info in own_folders(base_dir, PREFIX):
         record = _read_owner(top)
         if record is None:
             if time.time() - info.st_mtime < UNRECORDED_STALE_SECONDS:
