@@ -4,6 +4,7 @@ comment; the GitHub test server as GitHub and the real sandbox."""
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
@@ -85,6 +86,11 @@ def untimed(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
             if finding.get("shrink") else finding for finding in findings]
 
 
+def untimed_text(text: str) -> str:
+    """Check-run output without the check's time and the shrinkers' times."""
+    return re.sub(r"\| time \| \d+ s \|", "| time |", re.sub(r", [0-9.]+ s\)", ")", text))
+
+
 def merged_report(engine: Engine, repo: str) -> dict[str, Any]:
     (report,) = [job.result["report"] for job in shard_jobs(engine, repo)
                  if job.result and "report" in job.result]
@@ -130,6 +136,8 @@ def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
     split, alone = posted_once(github, "sharded", sha), posted_once(github, "whole", sha)
     assert (split.conclusion, split.output["title"], split.annotations) == \
         (alone.conclusion, alone.output["title"], alone.annotations)
+    for part in ("summary", "text"):  # the same but for the times taken
+        assert untimed_text(split.output[part]) == untimed_text(alone.output[part]), part
     assert split.conclusion == "failure" and "grad-mismatch" in split.output["text"]
 
 

@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import cast
 
-from sqlalchemy import BigInteger, String, Table
+from sqlalchemy import BigInteger, Index, String, Table
 from sqlalchemy.orm import Mapped, mapped_column
 
 from .base import Base, utcnow
@@ -34,6 +34,8 @@ class ShardGroup(Base):
     ended_by: Mapped[int | None] = mapped_column(BigInteger)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)
     ended_at: Mapped[datetime | None]
+
+    __table_args__ = (Index("ix_shard_groups_key_ended", "key", "ended"),)
 
 
 SHARD_GROUPS = cast(Table, ShardGroup.__table__)

@@ -27,6 +27,8 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("ended_at", sa.DateTime(timezone=True), nullable=True),
     )
+    # every align job looks for the unended groups of its pull request
+    op.create_index("ix_shard_groups_key_ended", "shard_groups", ["key", "ended"])
 
 
 def downgrade() -> None:
