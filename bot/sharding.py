@@ -12,7 +12,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 
 from checks.report_types import Report
-from checks.shards import ShardError, merge
+from checks.shards import ShardError, merge, select
 
 from .alignment import (
     INVALID_REPORT_ADVICE,
@@ -187,6 +187,8 @@ class ShardJob:
             reports.append(_mergeable(report))
         try:
             merged: Any = merge(cast(list[Report], reports))
+            if merged["complete"]:
+                _dealt_as_the_engine_deals(merged["specs"], reports)
             if all(report.exploration is None for report in map(parse_report, reports)):
                 merged["exploration"] = None
             ctx.report = parse_report(merged)
@@ -202,6 +204,18 @@ class ShardJob:
             runs.clear()
             return {"skipped": "another shard ended the check", "failure": ctx.failure}
         return {**self.check.post(pr, runs[-1], runs, ctx), "shard": label(job)}
+
+
+def _dealt_as_the_engine_deals(names: list[str], reports: list[dict[str, Any]]) -> None:
+    """The engine deals the specs in name order, the i-th to shard ``i % N``: a complete
+    shard report must list exactly its share of all the shards' specs, so a shard cannot
+    speak for another's specs (nor leave its own out) without the merge noticing."""
+    for index, report in enumerate(reports, 1):
+        share = select(sorted(names), index, len(reports))
+        if sorted(report["specs"]) != share:
+            raise ShardError(f"shard {index}/{len(reports)} reports specs "
+                             f"{', '.join(sorted(report['specs'])) or '(none)'}, but its "
+                             f"share is {', '.join(share) or '(none)'}")
 
 
 def _mergeable(report: EngineReport) -> dict[str, Any]:

@@ -302,6 +302,10 @@ def report(seed: int, *specs: str) -> dict[str, Any]:
     # shard 2 claims shard 1's spec too
     (lambda seed, shard: report(seed, "activations.mish", *(("activations.softplus",) * (
         shard - 1))), "spec activations.mish is in reports 1 and 2"),
+    # shard 2 speaks for shard 1's spec, and shard 1 says it ran none
+    (lambda seed, shard: report(seed, *(("activations.mish", "activations.softplus")
+                                        if shard == 2 else ())),
+     "shard 1/2 reports specs (none), but its share is activations.mish"),
     # shard 2's report is another run's (another seed)
     (lambda seed, shard: report(seed + shard - 1, f"s{shard}"), "is not from this check"),
     # shard 2's report is not a report
