@@ -162,10 +162,9 @@ class AlignmentJob:
             newer = pr.head.sha
         except Exception:
             return SUPERSEDED
-        if newer == payload["head_sha"]:
-            return SUPERSEDED
-        return f"superseded by {newer[:12]}" if pr.state == "open" else \
-            "superseded: the pull request was closed"
+        if pr.state != "open":
+            return "superseded: the pull request was closed"
+        return SUPERSEDED if newer == payload["head_sha"] else f"superseded by {newer[:12]}"
 
     def give_up(self, job: JobRecord, reason: str) -> None:
         """The worker will not run ``job`` again (e.g. GitHub was unreachable for too long):

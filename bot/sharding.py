@@ -128,6 +128,11 @@ class ShardJob:
         repo = self.check.app.client(payload["installation_id"]).get_repo(payload["repo"])
         pr = repo.get_pull(payload["number"])
         if pr.head.sha != head_sha or pr.state != "open":
+            # closed, or pushed to: no later job of this head may end the check run
+            ensure_current()
+            if self.groups.end(group.parent_id, GroupEnd.CANCELLED, job.id):
+                _finish(_find_run(repo, head_sha, f"{job.key}@{head_sha}"), head_sha,
+                        self.check._superseded_by(job), Conclusion.CANCELLED)
             return {"skipped": "the pull request moved on (new head or closed)"}
         ensure_current()
         runs.append(_find_run(repo, head_sha, f"{job.key}@{head_sha}"))
@@ -142,11 +147,16 @@ class ShardJob:
         if config is None:  # the configuration read at the split said otherwise
             ctx.failure = f"{label(job)}: {ctx.failure or 'no spec to check'}"
             return self._end_failed(job, pr, runs, ctx)
-        if group.ended is None:  # else this shard merged before its worker died: merge again
+        if group.ended is not GroupEnd.MERGED:  # else it merged before it stopped: again
             self.check.check(ctx, config, repo, payload)
             ensure_current()
             if ctx.report is None:
                 ctx.failure = f"{label(job)}: {ctx.failure}"
+                return self._end_failed(job, pr, runs, ctx)
+            if group.ended is GroupEnd.FAILED:  # this shard failed, then GitHub was away
+                ctx.report, ctx.failure = None, (
+                    f"{label(job)} failed on an earlier run, and the check run could not be "
+                    "completed then; this run passed: run the check again")
                 return self._end_failed(job, pr, runs, ctx)
             own = {"shard": label(job), "shard_report": ctx.report.dump()}
             merges = self.groups.store(group.parent_id, job.id, current_worker(), own)

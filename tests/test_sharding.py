@@ -392,3 +392,21 @@ def test_the_shards_of_a_removed_installation_stop(github_server: Any, tmp_path:
     assert sandboxes == []
     (run,) = github.check_runs_for(OWNER, "removed", sha)
     assert run.status == "in_progress"  # no token to complete it with
+
+
+def test_a_pull_request_closed_while_sharded_cancels_the_check_run_once(
+        github_server: Any, tmp_path: Path) -> None:
+    github = github_server
+    sha = open_pull(github, "closed", CONFIG + b"shards: 2\n")
+    queue, worker = in_process(github, tmp_path, lambda *a, **k: SandboxResult(
+        report(0), 0, None, "", "", 0.1))
+    enqueue_check(queue, "closed", sha)
+    assert worker.run_once()  # the split
+    github.update_pull(OWNER, "closed", 1, state="closed")
+    while worker.run_once():
+        pass
+    (run,) = github.check_runs_for(OWNER, "closed", sha)
+    assert [update["conclusion"] for update in run.updates if "conclusion" in update] == \
+        ["cancelled"]
+    assert run.output["title"] == "superseded: the pull request was closed"
+    assert github.comments_on(OWNER, "closed", 1) == []
