@@ -16,6 +16,7 @@ from sqlalchemy import Engine, insert, update
 from test_stack import _checks_done, _worker_pid
 
 from bot.alignment import AlignmentJob
+from bot.commands import latest_report
 from bot.demo import _files, _patch, _sha, wait_for
 from bot.engine_report import empty_report
 from bot.github import ApiOptions, GitHubApp
@@ -160,8 +161,11 @@ def test_sharded_check_in_one_sqlite_service(github_server: Any, tmp_path: Path)
     engine = make_engine(f"sqlite:///{tmp_path / 'alignbot.db'}")
     assert [job.state for job in shard_jobs(engine, "sharded")] == [JobState.DONE] * 3
     report = merged_report(engine, "sharded")
+    latest = latest_report(SqlJobQueue(engine), f"{OWNER}/sharded", 1)  # what /findings reads
     engine.dispose()
     assert report["specs"] == ["activations.mish", "activations.softplus"]
+    assert latest is not None and latest[0] == sha
+    assert [f["kind"] for f in latest[1]] == [f["kind"] for f in report["findings"]]
 
 
 def test_a_failing_shard_completes_the_check_run_with_its_reason(
