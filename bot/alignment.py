@@ -106,6 +106,8 @@ class Sharding(Protocol):
     def split(self, job: JobRecord, ctx: CheckContext, shards: int
               ) -> dict[str, Any] | None: ...
 
+    def split_before(self, job: JobRecord) -> dict[str, Any] | None: ...
+
     def close_superseded(self, job: JobRecord, repo: Repository, newer: str) -> None: ...
 
 
@@ -199,6 +201,9 @@ class AlignmentJob:
             return {"skipped": reason}
         ensure_current()  # a job another worker took over creates no check run here
         if self.sharding is not None:
+            split = self.sharding.split_before(job)
+            if split is not None:  # its worker died after the split: the shards end the run
+                return split
             self.sharding.close_superseded(job, repo, head_sha)
         run = _check_run(repo, head_sha, f"{job.key}@{head_sha}")
         runs.append(run)

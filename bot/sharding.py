@@ -57,6 +57,12 @@ class Sharding:
         log.info("job %d (%s): split into %d shard jobs %s", job.id, job.key, shards, ids)
         return {"sharded": shards, "shard_jobs": ids}
 
+    def split_before(self, job: JobRecord) -> dict[str, Any] | None:
+        """What ``split`` returned, when ``job`` split its check before (and then its worker
+        died): the job is done, and must not set the check run in progress again."""
+        group = self.groups.get(job.id)
+        return None if group is None else {"sharded": len(group.jobs), "shard_jobs": group.jobs}
+
     def close_superseded(self, job: JobRecord, repo: Repository, newer: str) -> None:
         """End the earlier sharded checks of ``job``'s key, which ``job`` superseded: a
         shard still running cancels its check run itself; this covers shards superseded

@@ -414,3 +414,34 @@ def test_a_pull_request_closed_while_sharded_cancels_the_check_run_once(
         ["cancelled"]
     assert run.output["title"] == "superseded: the pull request was closed"
     assert github.comments_on(OWNER, "closed", 1) == []
+
+
+def test_a_check_split_before_its_worker_died_is_not_split_or_reopened_again(
+        github_server: Any, tmp_path: Path) -> None:
+    """The align job's worker died after the split; the shards merged and completed the check
+    run; the align job runs again once its lease expired: it neither splits again nor sets
+    the completed check run in progress."""
+    github = github_server
+    sha = open_pull(github, "rerun", CONFIG + b"shards: 2\n")
+    seed = int(sha[:8], 16)
+
+    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
+                ) -> SandboxResult:
+        shard = int(args[args.index("--shard") + 1].split("/")[0])
+        return SandboxResult(report(seed, ("activations.mish", "activations.softplus")[
+            shard - 1]), 0, None, "", "", 0.1)
+
+    queue, worker = in_process(github, tmp_path, sandbox)
+    enqueue_check(queue, "rerun", sha)
+    while worker.run_once():
+        pass
+    run = posted_once(github, "rerun", sha)
+    assert run.conclusion == "success"
+    (parent,) = queue.list(kind=ALIGN)
+    with transaction(queue.engine) as conn:  # as reclaim_expired puts it back
+        conn.execute(update(JOBS).where(JOBS.c.id == parent.id).values(state="queued"))
+    assert worker.run_once() and not worker.run_once()
+    assert len(shard_jobs(queue.engine, "rerun")) == 2
+    run = posted_once(github, "rerun", sha)
+    assert run.status == "completed" and not any(
+        update.get("status") == "in_progress" for update in run.updates[1:])
