@@ -298,6 +298,16 @@ def enqueue_check(queue: SqlJobQueue, repo: str, sha: str) -> None:
                                  "number": 1, "head_sha": sha, "trigger": "test"}))
 
 
+def by_shard(write: Any) -> Any:
+    """A sandbox whose report is ``write(K)`` for shard K (what pull-request code could
+    write there)."""
+    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
+                ) -> SandboxResult:
+        shard = int(args[args.index("--shard") + 1].split("/")[0])
+        return SandboxResult(write(shard), 0, None, "", "", 0.1)
+    return sandbox
+
+
 def report(seed: int, *specs: str) -> dict[str, Any]:
     return {**empty_report(seed).dump(), "specs": list(specs), "specs_run": len(specs)}
 
@@ -323,13 +333,7 @@ def test_shard_reports_that_do_not_belong_together_fail_the_check(
     github = github_server
     sha = open_pull(github, "hostile", CONFIG + b"shards: 2\n")
     seed = int(sha[:8], 16)
-
-    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
-                ) -> SandboxResult:
-        shard = int(args[args.index("--shard") + 1].split("/")[0])
-        return SandboxResult(hostile(seed, shard), 0, None, "", "", 0.1)
-
-    queue, worker = in_process(github, tmp_path, sandbox)
+    queue, worker = in_process(github, tmp_path, by_shard(lambda shard: hostile(seed, shard)))
     enqueue_check(queue, "hostile", sha)
     while worker.run_once():
         pass
@@ -424,14 +428,8 @@ def test_a_check_split_before_its_worker_died_is_not_split_or_reopened_again(
     github = github_server
     sha = open_pull(github, "rerun", CONFIG + b"shards: 2\n")
     seed = int(sha[:8], 16)
-
-    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
-                ) -> SandboxResult:
-        shard = int(args[args.index("--shard") + 1].split("/")[0])
-        return SandboxResult(report(seed, ("activations.mish", "activations.softplus")[
-            shard - 1]), 0, None, "", "", 0.1)
-
-    queue, worker = in_process(github, tmp_path, sandbox)
+    queue, worker = in_process(github, tmp_path, by_shard(lambda shard: report(
+        seed, ("activations.mish", "activations.softplus")[shard - 1])))
     enqueue_check(queue, "rerun", sha)
     while worker.run_once():
         pass
