@@ -6,15 +6,12 @@ import fcntl
 import os
 import shutil
 import tempfile
-import time
 from pathlib import Path
 
 from .sandbox.workspace import own_folders
 
-PREFIX = "alignbot-worker-"
+PREFIX = "alignbot-checkouts-"  # not the engine's alignbot-worker-: those are not ours
 LOCK = ".alive"
-# a folder without its lock file may be one whose process is between mkdtemp and the lock
-YOUNG_SECONDS = 60.0
 
 
 class WorkFolder:
@@ -49,23 +46,17 @@ def sweep(base: Path | None = None) -> list[Path]:
     """Remove the work folders under ``base`` (default: the temp folder) that belong to this
     user and whose ``.alive`` lock no process holds; a folder of a live process is left alone."""
     removed: list[Path] = []
-    for folder, info in own_folders(base, PREFIX):
-        try:
+    for folder, _ in own_folders(base, PREFIX):
+        try:  # no lock file: not (yet) such a folder, or not ours to judge: left alone
             fd = os.open(folder / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-        except FileNotFoundError:
-            if time.time() - info.st_mtime < YOUNG_SECONDS:
-                continue
-            fd = None
         except OSError:
             continue
         try:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held (OSError): alive
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # held (OSError): alive
             shutil.rmtree(folder, ignore_errors=True)
             removed.append(folder)
         except OSError:
             continue
         finally:
-            if fd is not None:
-                os.close(fd)
+            os.close(fd)
     return removed

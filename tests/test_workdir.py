@@ -37,17 +37,20 @@ def test_sweep_removes_the_folders_of_dead_processes_only(tmp_path: Path) -> Non
         dead.wait()
         starting = tmp_path / f"{PREFIX}starting"  # between mkdtemp and its lock
         starting.mkdir()
-        abandoned = tmp_path / f"{PREFIX}abandoned"  # no lock, long ago
-        abandoned.mkdir()
-        os.utime(abandoned, (time.time() - 3600, time.time() - 3600))
+        unlocked = tmp_path / f"{PREFIX}unlocked"  # no lock file, long ago: not judged
+        unlocked.mkdir()
+        os.utime(unlocked, (time.time() - 3600, time.time() - 3600))
+        engine = tmp_path / "alignbot-worker-x"  # a candidate worker's folder (checks/)
+        engine.mkdir()
         outside = tmp_path / "elsewhere"
         outside.mkdir()
         (tmp_path / f"{PREFIX}link").symlink_to(outside)
         mine = WorkFolder.create(tmp_path)  # this process's own, alive
 
-        assert sorted(sweep(tmp_path)) == sorted([dead_folder, abandoned])
+        assert sweep(tmp_path) == [dead_folder]
         assert live_folder.is_dir() and (live_folder / "alignbot-pr-x").is_dir()
-        assert starting.is_dir() and outside.is_dir() and (mine.path / LOCK).exists()
+        assert starting.is_dir() and unlocked.is_dir() and engine.is_dir()
+        assert outside.is_dir() and (mine.path / LOCK).exists()
         assert sweep(tmp_path) == []
         mine.close()
         assert not mine.path.exists()
