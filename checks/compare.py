@@ -18,6 +18,11 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "float32": (1.3e-6, 1e-5),
     "float64": (1e-7, 1e-7),
     "complex32": (1e-3, 1e-5),
+    # not in assert_close's table: one step of each float8 dtype (its eps) apart
+    "float8_e4m3fn": (0.125, 1e-5),
+    "float8_e4m3fnuz": (0.125, 1e-5),
+    "float8_e5m2": (0.25, 1e-5),
+    "float8_e5m2fnuz": (0.125, 1e-5),
     "complex64": (1.3e-6, 1e-5),
     "complex128": (1e-7, 1e-7),
 }
