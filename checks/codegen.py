@@ -108,6 +108,8 @@ def tensor_expr(recipe: Recipe, dtype: str, shape: list[int], grad: bool,
         return f"{base}.reshape({_shape_args(shape) or '()'}){suffix}"
     arr = make_array(recipe, dtype, shape)
     grad_kw = ", requires_grad=True" if grad else ""
+    if arr.size == 0:  # nested lists lose the sizes after a zero: torch.tensor([]) is (0,)
+        return f"torch.empty({_shape_args(shape) or '()'}{kw}{grad_kw})"
     if recipe["kind"] == "uniform" and arr.size > LITERAL_LIMIT and not recipe.get("specials") \
             and dtype in FLOAT_DTYPES:
         gen = (f"np.random.default_rng({recipe['seed']}).uniform({recipe['low']}, "

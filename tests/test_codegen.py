@@ -88,6 +88,13 @@ def test_complex_and_low_precision_tensors_are_written_as_the_runtime_makes_them
     assert "j)" in tensor_expr(recipe, "complex64", [2], False)
 
 
+def test_an_empty_literal_keeps_every_size() -> None:
+    recipe = {"kind": "literal", "array": {"dtype": "<u4", "shape": [0, 3], "b64": ""}}
+    expr = tensor_expr(recipe, "uint32", [0, 3], False)
+    made = eval(expr, {"torch": torch})
+    assert made.shape == (0, 3) and made.dtype == torch.uint32, expr
+
+
 def test_the_float64_variant_widens_complex_to_complex128() -> None:
     recipe = {"kind": "uniform", "low": -1.0, "high": 1.0, "seed": 2}
     expr = tensor_expr(recipe, "complex64", [2], False, float_dtype="dtype")
