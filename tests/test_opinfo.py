@@ -120,6 +120,7 @@ def test_every_entry_with_a_carried_dtype_becomes_a_spec() -> None:
     assert all(s.raises and not s.backward for s in made.specs if s.name.endswith(".errors"))
     assert "float8_e4m3fn: the Program format does not carry it" in render_not_carried(
         Counter({"float8_e4m3fn": 1}))
+    assert render_not_carried(made.dtypes_left_out).startswith("CPU dtypes not drawn: none")
     by_name = {s.name: s for s in made.specs}
     assert by_name["opinfo.mul"].n == max(SAMPLE_DRAWS, 13 + 2)  # every carried dtype, +2
 

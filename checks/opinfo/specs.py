@@ -305,6 +305,8 @@ def why_not_carried(dtype: str) -> str:
 
 def render_not_carried(left_out: Counter[str]) -> str:
     """The dtypes left out, each with the entries declaring it and why."""
+    if not left_out:
+        return "CPU dtypes not drawn: none (every dtype an entry declares is carried)\n"
     lines = [f"  {count:4d}  {dtype}: {why_not_carried(dtype)}"
              for dtype, count in left_out.most_common()]
     return "".join(f"{line}\n" for line in ["CPU dtypes not drawn (entries declaring them):",
