@@ -9,7 +9,14 @@ import numpy as np
 
 from .runtime.literals import LiteralVisitor, walk_literal
 from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Recipe, Scalar
-from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES, PART_DTYPES, decode_array, make_array
+from .runtime.values import (
+    COMPLEX_DTYPES,
+    FLOAT8_DTYPES,
+    FLOAT_DTYPES,
+    PART_DTYPES,
+    decode_array,
+    make_array,
+)
 
 LITERAL_LIMIT = 64
 # Module methods that return a generator: ``model.parameters()``
@@ -29,7 +36,9 @@ INPLACE = {f"__i{name[2:]}": op for name, op in BINARY.items() if name in
 
 
 # torch's CPU arange has no kernel for these dtypes.
-NO_ARANGE = ("complex32", "uint16", "uint32", "uint64")
+NO_ARANGE = ("complex32", "uint16", "uint32", "uint64", *FLOAT8_DTYPES)
+# Values drawn in float32 and cast by torch, as the runtime makes them (no NumPy dtype).
+THROUGH_FLOAT32 = ("bfloat16", *FLOAT8_DTYPES)
 
 
 def number(value: Any, dtype: str) -> str:
@@ -44,7 +53,7 @@ def number(value: Any, dtype: str) -> str:
         return 'float("nan")'
     if np.isinf(value):
         return 'float("inf")' if value > 0 else '-float("inf")'
-    if dtype in ("float32", "float16", "bfloat16"):
+    if dtype in ("float32", "float16", *THROUGH_FLOAT32):
         text = np.format_float_positional(np.float32(value), unique=True, trim="0")
     else:
         text = repr(value)
@@ -99,12 +108,14 @@ def tensor_expr(recipe: Recipe, dtype: str, shape: list[int], grad: bool,
         return f"{base}.reshape({_shape_args(shape) or '()'}){suffix}"
     arr = make_array(recipe, dtype, shape)
     grad_kw = ", requires_grad=True" if grad else ""
+    if arr.size == 0:  # nested lists lose the sizes after a zero: torch.tensor([]) is (0,)
+        return f"torch.empty({_shape_args(shape) or '()'}{kw}{grad_kw})"
     if recipe["kind"] == "uniform" and arr.size > LITERAL_LIMIT and not recipe.get("specials") \
             and dtype in FLOAT_DTYPES:
         gen = (f"np.random.default_rng({recipe['seed']}).uniform({recipe['low']}, "
                f"{recipe['high']}, {tuple(shape)})")
-        if dtype == "bfloat16" and float_dtype is None:  # through float32, as the runtime
-            return f"torch.tensor({gen}, dtype=torch.float32).to(torch.bfloat16){suffix}"
+        if dtype in THROUGH_FLOAT32 and float_dtype is None:  # as the runtime
+            return f"torch.tensor({gen}, dtype=torch.float32).to(torch.{dtype}){suffix}"
         return f"torch.tensor({gen}{_dtype_kw(dtype, 'float64', float_dtype)}{grad_kw})"
     return f"torch.tensor({nested(arr, dtype)}{kw}{grad_kw})"
 

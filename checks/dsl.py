@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextvars
 import math
+import random as _random
 from collections.abc import Sequence
 from typing import Any
 
@@ -60,7 +61,10 @@ class DrawContext:
     choice points must pick in this draw, and ``path`` the choices to make again after the
     program seed. A steered choice is drawn from Hypothesis with ``forced=``, so it is an
     ordinary recorded choice: replaying or shrinking ``choices`` rebuilds the same program
-    without any steering.
+    without any steering. ``free`` (set with the steering) draws every choice the steering does
+    not name, forced too: Hypothesis makes its first few test cases of a run its simplest
+    (every choice at its lower bound), and the steered draws are those first ones, so without
+    it an option steered to would only ever meet the smallest sizes and values.
     """
 
     def __init__(self, data: Any = None, choices: Sequence[int | float] | None = None) -> None:
@@ -74,6 +78,7 @@ class DrawContext:
         self.tracer: Any = None
         self.steer: dict[Key, int] = {}
         self.path: list[int | float] = []  # choices to make again after the program seed
+        self.free: _random.Random | None = None  # the rest of a steered draw, seeded
         self.points: list[ChoicePoint] = []  # the choice points of this draw, in order
         self._occurrences: dict[Site, int] = {}
 
@@ -95,6 +100,8 @@ class DrawContext:
         else:
             if forced is None:
                 forced = self._on_path(low, high, int)
+            if forced is None and self.free is not None:
+                forced = self.free.randint(low, high)
             value = int(self._data.draw_integer(low, high, forced=forced))
         self.choices.append(value)
         return value
@@ -133,8 +140,10 @@ class DrawContext:
             recorded = self._next_recorded()
             value = low if recorded is None else min(max(float(recorded), low), high)
         else:
-            value = float(self._data.draw_float(low, high, allow_nan=False,
-                                                forced=self._on_path(low, high, float)))
+            forced = self._on_path(low, high, float)
+            if forced is None and self.free is not None and math.isfinite(high - low):
+                forced = min(max(self.free.uniform(low, high), low), high)
+            value = float(self._data.draw_float(low, high, allow_nan=False, forced=forced))
         self.choices.append(value)
         return value
 

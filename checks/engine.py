@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import random
 import time
 import traceback
 from collections.abc import Callable
@@ -81,6 +82,8 @@ def trace_program(spec: Spec, ctx: DrawContext,
     if explorer is not None:
         steering = explorer.steering(program_seed)
         ctx.steer, ctx.path = steering.plan, steering.path
+        if steering.free:
+            ctx.free = random.Random(program_seed)
     seed_reference(torch, program_seed)
     tracer = Tracer(torch, ctx)
     with ctx:

@@ -22,10 +22,14 @@ MAX_MISSED = 100  # labels a spec's summary names; the counts still say how many
 @dataclass
 class Steering:
     """What one draw must pick: alternatives by choice point, and ``path``, the choices that
-    follow the program seed (sizes, values, picks) replayed as they were."""
+    follow the program seed (sizes, values, picks) replayed as they were; ``free``: every
+    other choice is drawn at random from the program seed, not by Hypothesis, whose first
+    test cases are its simplest (each choice at its lower bound: one-element tensors, zero
+    values), which would leave each steered option to meet only those."""
 
     plan: dict[Key, int] = field(default_factory=dict)
     path: list[Choice] = field(default_factory=list)
+    free: bool = False
 
 
 @dataclass
@@ -49,7 +53,10 @@ class Explorer:
     ``TRIES`` such draws without it, one draw replays the whole path of choices that led to
     it (a point may hide behind a drawn size, not a pick); (2) pairs of
     alternatives of points that occur together, chosen greedily point by point, while the
-    draw is in the first three quarters of ``n``; (3) free draws. A draw is steered only when
+    draw is in the first three quarters of ``n``; (3) Hypothesis' own draws. In phases (1)
+    and (2) every choice not steered is drawn at random from the program seed
+    (:attr:`Steering.free`), but in the first draw, which stays Hypothesis' simplest program
+    (the smallest sizes and values: an edge case of its own). A draw is steered only when
     its program seed is new: Hypothesis' data tree allows a forced choice only where no
     earlier test case made that choice unforced, and a new seed (the first choice) starts a
     fresh branch of it. The plan depends on earlier draws alone, so a run stays fixed by its
@@ -78,10 +85,10 @@ class Explorer:
         self.seeds.add(program_seed)
         plan = self._cover_alternatives()
         if plan:
-            return Steering(plan)
+            return Steering(plan, free=True)
         steering = self._follow_path()
         if steering is None and self.draws < self.n * 3 // 4:
-            return Steering(self._cover_pairs())
+            return Steering(self._cover_pairs(), free=self.draws > 0)
         return steering or Steering()
 
     def record(self, points: list[ChoicePoint], choices: list[Choice]) -> None:
@@ -130,7 +137,7 @@ class Explorer:
             missing = self._missing(key, TRIES + 1)
             if missing:
                 self.tries[(key, missing[0])] = TRIES + 1
-                return Steering({key: missing[0]}, self.paths[key])
+                return Steering({key: missing[0]}, self.paths[key], free=True)
         return None
 
     def _cover_alternatives(self) -> dict[Key, int]:

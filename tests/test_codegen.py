@@ -75,13 +75,24 @@ def test_complex_and_low_precision_tensors_are_written_as_the_runtime_makes_them
 
     recipe = {"kind": "uniform", "low": -2.0, "high": 2.0, "seed": 5}
     for dtype, shape in (("complex64", [2, 3]), ("complex128", [3]), ("float16", [4]),
-                         ("bfloat16", [2, 2]), ("bfloat16", [9, 9]), ("uint8", [3])):
+                         ("bfloat16", [2, 2]), ("bfloat16", [9, 9]), ("uint8", [3]),
+                         ("float8_e4m3fn", [2, 3]), ("float8_e5m2", [9, 9]),
+                         ("float8_e4m3fnuz", [5]), ("float8_e5m2fnuz", [9, 9])):
         expr = tensor_expr(recipe, dtype, shape, False)
         made = eval(expr, {"torch": torch, "np": np})
         assert made.dtype == getattr(torch, dtype), expr
         expected = torch.from_numpy(make_array(recipe, dtype, shape)).to(made.dtype)
-        assert torch.equal(made, expected), expr
+        assert torch.equal(made.view(torch.uint8) if made.element_size() == 1 else made,
+                           expected.view(torch.uint8) if made.element_size() == 1 else expected
+                           ), expr
     assert "j)" in tensor_expr(recipe, "complex64", [2], False)
+
+
+def test_an_empty_literal_keeps_every_size() -> None:
+    recipe = {"kind": "literal", "array": {"dtype": "<u4", "shape": [0, 3], "b64": ""}}
+    expr = tensor_expr(recipe, "uint32", [0, 3], False)
+    made = eval(expr, {"torch": torch})
+    assert made.shape == (0, 3) and made.dtype == torch.uint32, expr
 
 
 def test_the_float64_variant_widens_complex_to_complex128() -> None:
@@ -98,7 +109,7 @@ def test_complex32_and_unsigned_tensors_are_written_as_the_runtime_makes_them() 
 
     recipe = {"kind": "uniform", "low": -2.0, "high": 300.0, "seed": 5}
     for dtype, shape in (("complex32", [2, 3]), ("uint16", [3]), ("uint32", [2, 2]),
-                         ("uint64", [4])):
+                         ("uint64", [4]), ("float8_e5m2", [3])):
         expr = tensor_expr(recipe, dtype, shape, False)
         made = eval(expr, {"torch": torch, "np": np})
         assert made.dtype == getattr(torch, dtype), expr

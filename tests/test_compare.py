@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from checks.compare import TOLERANCES, compare, tolerance
@@ -18,6 +20,17 @@ def test_table_matches_torch_testing_defaults() -> None:
     for dtype, (rtol, atol) in TOLERANCES.items():
         torch_dtype = getattr(__import__("torch"), dtype)
         assert reference.default_tolerances(torch_dtype) == (rtol, atol)
+
+
+def test_float8_results_may_be_one_step_of_their_dtype_apart() -> None:
+    def t(values: list[float], dtype: str) -> dict[str, Any]:
+        arr = np.asarray(values, dtype=np.float32)  # float8 travels as float32
+        return {"t": "tensor", "dtype": dtype, "shape": list(arr.shape), "data": arr}
+
+    assert compare(t([1.0, 8.0], "float8_e4m3fn"), t([1.125, 9.0], "float8_e4m3fn")) is None
+    assert compare(t([1.0], "float8_e4m3fn"), t([1.25], "float8_e4m3fn")) is not None
+    assert compare(t([1.0], "float8_e5m2"), t([1.25], "float8_e5m2")) is None
+    assert compare(t([1.0], "float8_e5m2"), t([1.5], "float8_e5m2")) is not None
 
 
 def test_shape_is_checked_before_values() -> None:

@@ -20,8 +20,6 @@ FIXTURES = Path(__file__).parent / "fixtures"
 PRELUDE = (FIXTURES / "library_bugs_prelude.py").read_text()
 # op -> family, as the prelude plants them
 PLANTED = dict(re.findall(r'planted\("([^"]+)", "([^"]+)"\)', PRELUDE))
-# specs that draw a planted op without declaring it in their ops
-UNDECLARED = ("elementwise.integer_ops", "reductions.argmax")
 KIND_OF_FAMILY = {"missing API": "missing-api", "gradients": "grad-mismatch",
                   "dtype promotion": "dtype-mismatch"}
 
@@ -39,7 +37,7 @@ def _check(tmp: Path, ops: list[str], *extra: str) -> dict[str, Any]:
 def findings(tmp_path_factory: pytest.TempPathFactory) -> dict[str, set[str]]:
     """The kinds of finding at each op, the library checked at default settings."""
     start = time.perf_counter()
-    report = _check(tmp_path_factory.mktemp("bugs"), [*PLANTED, *UNDECLARED],
+    report = _check(tmp_path_factory.mktemp("bugs"), list(PLANTED),
                     "--no-minimize", "--jobs", "2")
     by_op: dict[str, set[str]] = {}
     for finding in report["findings"]:
@@ -67,6 +65,28 @@ def test_nine_in_ten_bugs_are_found_at_their_op(findings: dict[str, set[str]]) -
     # be (the fixture prints which); the bar is 38 of 40 scaled to the bugs planted.
     found = [op for op in PLANTED if op in findings]
     assert len(found) >= max(38, int(0.9 * len(PLANTED))), sorted(set(PLANTED) - set(found))
+
+
+# The bugs the default draws miss, and why: each needs a steered option together with values
+# that this seed's draws of that option happen not to bring (another seed or more draws finds
+# them). A bug found here fails its test below until it leaves this table.
+MISSED = {
+    "torch.linalg.det": "det().abs() differs only for a negative determinant: rows flipped in "
+                        "a 2x2 or 3x3 matrix, which no det draw combines",
+    "torch.nn.functional.pixel_unshuffle": "the channel order shows only with 2+ channels and "
+                                           "a factor of 2+ in the functional form",
+    "torch.roll": "rolling the other way shows only where a shift is not a multiple of half "
+                  "the dim's size; the roll draws take size-1 or empty dims",
+    "torch.topk": "dropping largest=False shows only when k is below the dim's size; the "
+                  "draw with largest=False takes a dim of size 1",
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("op", sorted(PLANTED))
+def test_each_planted_bug_is_found_at_its_op_or_named_as_missed(
+        findings: dict[str, set[str]], op: str) -> None:
+    assert (op in findings) != (op in MISSED), MISSED.get(op, "missed, and not in MISSED")
 
 
 @pytest.mark.slow

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -17,14 +18,18 @@ from checks.cli import main
 from checks.dsl import DrawContext
 from checks.engine import draw_programs, evaluate, trace_program
 from checks.opinfo import adapter, opinfo_specs
+from checks.opinfo.modules import catalog as module_catalog
 from checks.opinfo.specs import (
     DTYPES,
+    LOW_PRECISION,
     SAMPLE_DRAWS,
     UNCOMPARED,
     catalog,
     entry_dtypes,
+    random_values,
     render_not_carried,
 )
+from checks.runtime.values import FLOAT8_DTYPES
 from checks.spec import Spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -113,12 +118,45 @@ def test_every_entry_with_a_carried_dtype_becomes_a_spec() -> None:
     assert len([n for n in names if not n.endswith(".errors")]) >= 550
     assert all(s.ops and s.ops[0].startswith("torch.") for s in made.specs)
     assert all(s.raises and not s.backward for s in made.specs if s.name.endswith(".errors"))
-    assert made.dtypes_left_out["float8_e4m3fn"] > 0
-    assert "float8_e4m3fn: not carried: no NumPy dtype" in render_not_carried(
-        made.dtypes_left_out)
-    assert not set(DTYPES) & set(made.dtypes_left_out)
+    assert "float8_e4m3fn: the Program format does not carry it" in render_not_carried(
+        Counter({"float8_e4m3fn": 1}))
+    assert render_not_carried(made.dtypes_left_out).startswith("CPU dtypes not drawn: none")
     by_name = {s.name: s for s in made.specs}
     assert by_name["opinfo.mul"].n == max(SAMPLE_DRAWS, 13 + 2)  # every carried dtype, +2
+
+
+def test_every_cpu_dtype_every_entry_declares_is_drawn() -> None:
+    # an entry's dtype the Program format does not carry is counted here, by name
+    for made in (catalog(), module_catalog()):
+        assert not made.dtypes_left_out, made.dtypes_left_out
+    for entry in adapter.database().entries:
+        assert set(entry_dtypes(entry)) == set(entry.dtypes) - (
+            set(LOW_PRECISION) if random_values(entry) else set()), entry.key
+
+
+def test_eye_draws_every_float8_dtype_and_an_e5m2_only_bug_is_found_with_a_repro(
+        tmp_path: Path) -> None:
+    (spec,) = specs_named("opinfo.eye")
+    programs: list[dict[str, Any]] = []
+    draw_programs(spec, spec.n, 0, lambda program, ref: programs.append(program))
+    drawn = {n["kwargs"].get("dtype", {}).get("dtype") for p in programs for n in p["nodes"]
+             if n["op"] == "call"}
+    assert set(FLOAT8_DTYPES) <= drawn
+    prelude = (
+        "import torch\n\n\ndef alignbot_wrap(target, fn):\n"
+        "    def call(*args, **kwargs):  # the identity's diagonal negated, in e5m2 alone\n"
+        "        out = fn(*args, **kwargs)\n"
+        "        if out.dtype != torch.float8_e5m2:\n"
+        "            return out\n"
+        "        return out.float().neg().to(out.dtype)\n"
+        "    return call if target == 'torch.eye' else fn\n")
+    path = tmp_path / "report.json"
+    assert main(["check", "--opinfo", "--prelude", prelude, "--ops", "opinfo.eye",
+                 "--json", str(path), "--no-progress"]) == 1
+    findings = json.loads(path.read_text())["findings"]
+    assert len(findings) == 1 and findings[0]["op"] == "torch.eye"
+    assert findings[0]["repro_verified"], findings[0]["repro_output"]
+    assert "dtype=torch.float8_e5m2)" in findings[0]["repro"]
 
 
 def test_ops_globs_select_opinfo_specs() -> None:

@@ -339,7 +339,8 @@ def casts(torch: Any) -> Any:
 
 @autotest(n=20, backward=False, ops=["torch.Tensor.__floordiv__", "torch.Tensor.__mod__",
                                      "torch.floor_divide", "torch.bitwise_and",
-                                     "torch.Tensor.__and__", "torch.logical_xor"])
+                                     "torch.Tensor.__and__", "torch.logical_xor",
+                                     "torch.Tensor.__truediv__"])
 def integer_ops(torch: Any) -> Any:
     a = random_tensor(ndim=random(1, 4), low=-20, high=20, dtype=oneof("int64", "int32"))
     b = random_tensor(ndim=1, dim0=1, low=1, high=6, dtype="int64")

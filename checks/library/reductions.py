@@ -93,7 +93,8 @@ def pairwise_extrema(torch: Any) -> Any:
     )()
 
 
-@autotest(n=12, backward=False, ops=["torch.argmax", "torch.argmin", "torch.Tensor.argmax"])
+@autotest(n=12, backward=False, ops=["torch.argmax", "torch.argmin", "torch.Tensor.argmax",
+                                     "torch.Tensor.argmin"])
 def argmax(torch: Any) -> Any:
     shape = _shape()
     x = random_tensor(shape=shape, low=-5, high=5, dtype=random_dtype("float32", "float64"))

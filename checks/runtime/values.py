@@ -20,19 +20,25 @@ except ImportError:  # imported as a top-level module inside the worker
 if TYPE_CHECKING:
     from .program_types import EncodedArray, EncodedLiteral, Recipe, Scalar
 
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+# float8 (a CPU tensor holds it, casts to and from it, and little else): no gradients.
+FLOAT8_DTYPES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64", *FLOAT8_DTYPES)
 COMPLEX_DTYPES = ("complex32", "complex64", "complex128")
 INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
 PART_DTYPES = {"complex32": "float16", "complex64": "float32",
                "complex128": "float64"}  # of the real and imaginary
 DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES + INT_DTYPES + ("bool",)  # every dtype a Program carries
 # The largest finite value of each low-precision dtype: a drawn range is clipped to it.
-# complex32: of each part.
-FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895e38, "complex32": 65504.0}
+# complex32: of each part. A float8 value past its largest saturates or becomes NaN.
+FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895e38, "complex32": 65504.0,
+              "float8_e4m3fn": 448.0, "float8_e5m2": 57344.0, "float8_e4m3fnuz": 240.0,
+              "float8_e5m2fnuz": 57344.0}
 
-# bfloat16 and complex32 have no NumPy dtype: their values travel as float32 / complex64 and
-# are cast by the framework (:func:`cast_input`), and cast back when observed (:func:`to_numpy`).
-_NUMPY_NAME = {"bfloat16": "float32", "complex32": "complex64"}
+# bfloat16, float8 and complex32 have no NumPy dtype: their values travel as float32 /
+# complex64 (which hold each of them exactly) and are cast by the framework
+# (:func:`cast_input`), and cast back when observed (:func:`to_numpy`).
+_NUMPY_NAME = {"bfloat16": "float32", "complex32": "complex64",
+               **{name: "float32" for name in FLOAT8_DTYPES}}
 
 
 def numpy_dtype(name: str) -> np.dtype:
@@ -45,8 +51,8 @@ def cast_input(torch: Any, tensor: Any, dtype: str) -> Any:
 
 
 def differentiable(dtype: str) -> bool:
-    """Autograd works on floating and complex tensors."""
-    return dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES
+    """Autograd works on floating and complex tensors (float8's kernels have no backward)."""
+    return (dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES) and dtype not in FLOAT8_DTYPES
 
 
 def finite_range(dtype: str, low: float, high: float) -> tuple[float, float]:
