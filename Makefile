@@ -19,10 +19,15 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # PostgreSQL for the queue tests: scripts/postgres.sh starts a throwaway server (installing
-# Debian's package when needed) and stops it when the tests end.
+# Debian's package when needed) and stops it when the tests end. The tests run in
+# TEST_WORKERS pytest-xdist processes (most of their time is spent waiting on subprocesses
+# and HTTP); loadgroup keeps the tests sharing a module-scoped fixture on one worker
+# (tests/conftest.py), and each worker gets its own PostgreSQL database.
+TEST_WORKERS ?= 2
 test: lint $(PADDLE_VENV)/.installed
 	bash -c 'source scripts/postgres.sh && \
-	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q --durations=25'
+	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q \
+	  --durations=25 -n $(TEST_WORKERS) --dist loadgroup'
 
 demo: $(STAMP)
 	$(BIN)/alignbot demo

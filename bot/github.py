@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -30,6 +30,9 @@ from urllib3.util.retry import Retry
 
 from .api_routes import DOWNLOAD
 from .errors import TransientError
+
+if TYPE_CHECKING:
+    from .settings import Settings
 
 # Refresh an installation token this long before GitHub says it expires.
 REFRESH_MARGIN = timedelta(minutes=10)
@@ -106,6 +109,14 @@ def make_retry(options: ApiOptions) -> GithubRetry:
                         status_forcelist=[500, 502, 503, 504],
                         secondary_rate_wait=min(60, bound), max_rate_limit_wait=bound,
                         retry_after_max=bound)
+
+
+def api_options(settings: Settings) -> ApiOptions:
+    """The service's ``ALIGNBOT_GITHUB_*`` settings, as every process that talks to GitHub
+    uses them."""
+    return ApiOptions(base_url=settings.github_api_url, retries=settings.github_request_retries,
+                      max_wait=settings.github_max_wait,
+                      seconds_between_writes=settings.github_write_interval)
 
 
 def read_text(repo: Repository, path: str, ref: str) -> str | None:

@@ -26,7 +26,7 @@ from sqlalchemy.engine import Engine, make_url
 
 from . import alignment, commands, logs, reminders, sharding, trust, workdir
 from .app import create_app
-from .github import ApiOptions, GitHubApp
+from .github import GitHubApp, api_options
 from .lease import Lease, default_owner
 from .metrics import Metrics
 from .periodic import Periodic
@@ -110,9 +110,8 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
                  ) -> tuple[Worker, Periodic, GitHubApp]:
     """The worker with every job's handler, and the timer that queues the due reminder
     sweeps while this process holds the ``reminder-pass`` lease."""
-    github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
-        base_url=settings.github_api_url, max_wait=settings.github_max_wait,
-        seconds_between_writes=settings.github_write_interval), observe=metrics.github_request)
+    github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(),
+                       api_options(settings), observe=metrics.github_request)
     containment = sandbox_containment(settings, engine)
     removed = remove_stale(containment.base_dir)
     if removed:

@@ -86,6 +86,11 @@ class Settings(BaseSettings):
     github_write_interval: float = Field(
         default=1.0, ge=0, description="seconds between GitHub writes (0 or more)"
     )
+    github_request_retries: int = Field(
+        default=5, ge=0, le=10,
+        description="times one GitHub request is retried within the call on a 5xx answer or a "
+        "connection error (0 to 10; 5: about 15 s), before the job's own retries take over",
+    )
     github_retry_horizon: float = Field(
         default=1800, ge=0,
         description="seconds a job keeps retrying after its first GitHub 5xx or network error "

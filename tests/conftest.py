@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,6 +25,19 @@ pytest_plugins = ["testing_github"]
 POSTGRES_URL = os.environ.get("ALIGNBOT_TEST_POSTGRES_URL")
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under `pytest -n 2 --dist loadgroup` (make test), the tests that share a module-scoped
+    fixture (a whole check run, a built wheel) go to one worker, which makes it once; the other
+    tests are spread one by one."""
+    for item in items:
+        info = getattr(item, "_fixtureinfo", None)
+        if info is None:
+            continue
+        if any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])
 def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """The app's database: a SQLite file, and PostgreSQL too when `make test` started one
@@ -41,20 +55,44 @@ def postgres_url() -> str:
 
 
 def empty_postgres() -> str:
-    """The tests' PostgreSQL database (ALIGNBOT_TEST_POSTGRES_URL), emptied; the test is
-    skipped where there is none."""
+    """This test process's PostgreSQL database (see ``_worker_database``), emptied; the test
+    is skipped where there is none (no ALIGNBOT_TEST_POSTGRES_URL)."""
     if not POSTGRES_URL:
         pytest.skip("PostgreSQL tests need ALIGNBOT_TEST_POSTGRES_URL (make test sets it)")
     from sqlalchemy import MetaData
 
     from bot.storage import make_engine
 
-    engine = make_engine(POSTGRES_URL)
+    url = _worker_database(POSTGRES_URL, os.environ.get("PYTEST_XDIST_WORKER"))
+    engine = make_engine(url)
     tables = MetaData()
     tables.reflect(engine)
     tables.drop_all(engine)
     engine.dispose()
-    return POSTGRES_URL
+    return url
+
+
+@functools.cache
+def _worker_database(url: str, worker: str | None) -> str:
+    """``url`` itself without pytest-xdist; under it, a database of its own for each xdist
+    worker (``<database>_gw0``, …) on the same server, created on first use, so that one
+    worker's emptying never drops the tables of a test running on another."""
+    if worker is None:
+        return url
+    from sqlalchemy import create_engine, make_url, text
+
+    base = make_url(url)
+    name = f"{base.database}_{worker}"
+    server = create_engine(base, isolation_level="AUTOCOMMIT")  # CREATE DATABASE: no transaction
+    try:
+        with server.connect() as conn:
+            exists = conn.execute(text("SELECT 1 FROM pg_database WHERE datname = :name"),
+                                  {"name": name}).first()
+            if exists is None:
+                conn.execute(text(f'CREATE DATABASE "{name}"'))
+    finally:
+        server.dispose()
+    return base.set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture()

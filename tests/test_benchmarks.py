@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -143,6 +144,7 @@ def test_workers_benchmark_times_checks_and_acknowledgements(postgres_url: str,
     out = tmp_path / "figures.json"
     subprocess.run([sys.executable, str(SCRIPT.with_name("workers.py")), "--checks", "2",
                     "--counts", "1", "--setup-seconds", "0.2", "--json", str(out)],
+                   env={**os.environ, "ALIGNBOT_TEST_POSTGRES_URL": postgres_url},  # this worker's
                    check=True, timeout=300)
     (row,) = json.loads(out.read_text())
     assert row["workers"] == 1 and row["checks"] == 2 and row["checks_per_minute"] > 0

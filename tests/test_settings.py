@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from bot.github import api_options
 from bot.settings import Settings, SettingsError, load_settings
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n-----END RSA PRIVATE KEY-----\n"  # noqa: E501
@@ -150,13 +151,16 @@ def test_sandbox_and_retry_settings_are_read_from_the_environment() -> None:
                               "ALIGNBOT_SANDBOX_DIR": "/var/lib/alignbot/sandboxes",
                               "ALIGNBOT_GITHUB_RETRY_HORIZON": "60",
                               "ALIGNBOT_GITHUB_RETRY_BASE": "0.5",
-                              "ALIGNBOT_GITHUB_RETRY_CAP": "10"})
+                              "ALIGNBOT_GITHUB_RETRY_CAP": "10",
+                              "ALIGNBOT_GITHUB_REQUEST_RETRIES": "1"})
     assert settings.sandbox_interpreters == [Path("/opt/a"), Path("/opt/b/venv")]
     assert settings.sandbox_hide == [Path("/srv/secrets")]
     assert settings.sandbox_dir == Path("/var/lib/alignbot/sandboxes")
     assert (settings.github_retry_horizon, settings.github_retry_base,
             settings.github_retry_cap) == (60, 0.5, 10)
+    assert api_options(settings).retries == 1
     defaults = load_settings(VALID)
+    assert api_options(defaults).retries == 5
     assert defaults.sandbox_interpreters == [] and defaults.sandbox_hide == []
     assert defaults.github_retry_horizon == 1800
 

@@ -347,7 +347,8 @@ def test_jobs_survive_a_restart(database_url_engine: tuple[str, Engine], alone: 
     assert dead.claim("old-process") is not None  # and then the process died
     dead.engine.dispose()
 
-    queue = SqlJobQueue(engine, lease=0.5)
+    # a 2 s lease, 1 s between the two cases: room for a busy machine (parallel tests)
+    queue = SqlJobQueue(engine, lease=2.0)
     seen: list[int] = []
 
     def handler(job: JobRecord) -> dict[str, Any]:
@@ -363,7 +364,7 @@ def test_jobs_survive_a_restart(database_url_engine: tuple[str, Engine], alone: 
     finally:
         assert worker.stop(timeout=5)
     assert seen == [2]
-    assert (time.monotonic() - started < 0.4) is alone
+    assert (time.monotonic() - started < 1.0) is alone
 
 
 def test_a_heartbeat_keeps_a_long_job_from_being_reclaimed(engine: Engine) -> None:

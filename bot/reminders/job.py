@@ -29,7 +29,7 @@ from github import BadCredentialsException, GithubException
 from sqlalchemy import Engine
 
 from ..errors import TransientError, is_transient
-from ..github import ApiOptions, GitHubApp, transient_failures
+from ..github import GitHubApp, api_options, transient_failures
 from ..jobs import REMINDER_SWEEP as JOB_KIND
 from ..lease import Lease, default_owner
 from ..queue import JobQueue, JobRecord, JobRequest, JobState, SqlJobQueue
@@ -214,9 +214,8 @@ def run_from_settings(settings: Settings, force: bool = False) -> SweepReport:
     engine = make_engine(settings.database_url)
     try:
         migrate(engine)
-        app = GitHubApp(settings.app_id, settings.private_key.get_secret_value(), ApiOptions(
-            base_url=settings.github_api_url, max_wait=settings.github_max_wait,
-            seconds_between_writes=settings.github_write_interval))
+        app = GitHubApp(settings.app_id, settings.private_key.get_secret_value(),
+                        api_options(settings))
         return run_inline(engine, SweepJob(app, engine, options_from(settings)), force=force,
                           retry=retry_policy(settings))
     finally:
