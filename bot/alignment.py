@@ -22,8 +22,7 @@ from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
 from .engine_report import InvalidReport, empty_report, parse_report
 from .errors import is_transient
 from .github import FileTooLarge, GitHubApp, read_text, transient_failures
-from .jobs import ALIGN as JOB_KIND
-from .jobs import ALIGN_SHARD
+from .jobs import ALIGN, align_job
 from .markers import upsert_marked
 from .output import (
     CHECK_NAME,
@@ -41,6 +40,8 @@ from .webhooks import Event, WebhookRouter
 from .worker import JobLost, JobSuperseded, ensure_current, stop_event
 
 log = logging.getLogger(__name__)
+
+JOB_KIND = ALIGN
 
 PR_ACTIONS = ("opened", "synchronize", "reopened", "ready_for_review")
 SUPERSEDED = "superseded by a newer push"
@@ -60,8 +61,7 @@ def align_request(payload: dict[str, Any], pr: dict[str, Any], head_sha: str, tr
         log.info("skipping %s: the payload lacks repository, installation or pull request",
                  trigger)
         return None
-    return JobRequest(kind=JOB_KIND, key=f"{repo}#{number}", supersede=True,
-                      supersedes=(ALIGN_SHARD,), payload={
+    return align_job(repo, int(number), {
         "installation_id": int(installation), "repo": repo, "number": int(number),
         "head_sha": head_sha, "trigger": trigger})
 
@@ -173,15 +173,14 @@ class AlignmentJob:
         complete its check run, if it has one, as failed with ``reason``. Best effort."""
         payload = job.payload
         head_sha = payload["head_sha"]
-        external_id = f"{job.key}@{head_sha}"
         try:
             repo = self.app.client(payload["installation_id"]).get_repo(payload["repo"])
-            for run in repo.get_commit(head_sha).get_check_runs(check_name=CHECK_NAME):
-                if run.external_id == external_id and run.status != "completed":
-                    _finish(run, head_sha, reason, Conclusion.FAILURE)
+            run = find_check_run(repo, head_sha, job.key)
+            if run is not None and run.status != "completed":
+                _finish(run, head_sha, reason, Conclusion.FAILURE)
         except Exception:
             log.exception("could not complete the check run of job %s (%s)", job.id,
-                          external_id)
+                          external_id(job.key, head_sha))
 
     def _run(self, job: JobRecord, runs: list[Any]) -> dict[str, Any] | None:
         payload = job.payload
@@ -205,7 +204,7 @@ class AlignmentJob:
             if split is not None:  # its worker died after the split: the shards end the run
                 return split
             self.sharding.close_superseded(job, repo, head_sha)
-        run = _check_run(repo, head_sha, f"{job.key}@{head_sha}")
+        run = _check_run(repo, head_sha, job.key)
         runs.append(run)
         started = time.monotonic()
         if text is None:
@@ -353,15 +352,29 @@ def _check_args(config: RepoConfig, specs: list[str], root: Path, head_sha: str,
     return args
 
 
-def _check_run(repo: Repository, head_sha: str, external_id: str) -> Any:
-    """The check run for this head, found again by its external id, or a new one."""
-    commit = repo.get_commit(head_sha)
-    for run in commit.get_check_runs(check_name=CHECK_NAME):
-        if run.external_id == external_id:
-            run.edit(status="in_progress")
+def external_id(key: str, head_sha: str) -> str:
+    """The external id of the check run of pull request ``key`` at ``head_sha``: how a job
+    run again, a shard or a newer push finds the run an earlier job created."""
+    return f"{key}@{head_sha}"
+
+
+def find_check_run(repo: Repository, head_sha: str, key: str) -> Any | None:
+    """The check run of pull request ``key`` at ``head_sha``, or None when there is none."""
+    wanted = external_id(key, head_sha)
+    for run in repo.get_commit(head_sha).get_check_runs(check_name=CHECK_NAME):
+        if run.external_id == wanted:
             return run
+    return None
+
+
+def _check_run(repo: Repository, head_sha: str, key: str) -> Any:
+    """The check run for this head, found again by its external id, or a new one."""
+    run = find_check_run(repo, head_sha, key)
+    if run is not None:
+        run.edit(status="in_progress")
+        return run
     return repo.create_check_run(name=CHECK_NAME, head_sha=head_sha, status="in_progress",
-                                 external_id=external_id)
+                                 external_id=external_id(key, head_sha))
 
 
 def _complete(run: Any, output: Any) -> None:

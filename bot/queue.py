@@ -169,7 +169,7 @@ class SqlJobQueue:
         """Enqueue within the caller's transaction (a webhook delivery records itself with it)."""
         now = utcnow()
         if (request.supersede or request.dedupe) and conn.dialect.name == "postgresql":
-            conn.execute(select(func.pg_advisory_xact_lock(_lock_id(request))))
+            conn.execute(select(func.pg_advisory_xact_lock(lock_key(request.kind, request.key))))
         if request.supersede:
             conn.execute(_SUPERSEDE, {"b_kinds": [request.kind, *request.supersedes],
                                       "b_key": request.key, "b_now": now})
@@ -228,7 +228,7 @@ class SqlJobQueue:
         with transaction(self.engine) as conn:
             attempts = conn.execute(
                 select(JOBS.c.attempts)
-                .where(_running_under(job_id, worker))
+                .where(running_under(job_id, worker))
                 .with_for_update()
             ).scalar()
             if attempts is None:
@@ -263,7 +263,7 @@ class SqlJobQueue:
         with transaction(self.engine) as conn:
             row = conn.execute(
                 select(JOBS.c.attempts, JOBS.c.payload)
-                .where(_running_under(job_id, worker))
+                .where(running_under(job_id, worker))
                 .with_for_update()
             ).first()
             if row is None:
@@ -292,7 +292,7 @@ class SqlJobQueue:
     def holds(self, job_id: int, worker: str) -> bool:
         """True while the job is running under ``worker`` (its lease not yet taken from it)."""
         with transaction(self.engine) as conn:
-            found = conn.execute(select(JOBS.c.id).where(_running_under(job_id, worker))
+            found = conn.execute(select(JOBS.c.id).where(running_under(job_id, worker))
                                  ).first()
         return found is not None
 
@@ -301,7 +301,7 @@ class SqlJobQueue:
         seconds from now. False when the worker no longer holds it (superseded, or reclaimed
         after its lease expired): the worker should stop the job and write nothing more."""
         with transaction(self.engine) as conn:
-            renewed = conn.execute(update(JOBS).where(_running_under(job_id, worker))
+            renewed = conn.execute(update(JOBS).where(running_under(job_id, worker))
                                    .values(updated_at=utcnow()))
         return renewed.rowcount == 1
 
@@ -464,7 +464,7 @@ _COMPLETE = (
 _STATE = select(JOBS.c.state).where(JOBS.c.id == bindparam("b_id"))
 
 
-def _running_under(job_id: int, worker: str | None) -> ColumnElement[bool]:
+def running_under(job_id: int, worker: str | None) -> ColumnElement[bool]:
     """The job, while running (under ``worker``, when given)."""
     condition = (JOBS.c.id == job_id) & (JOBS.c.state == JobState.RUNNING)
     return condition if worker is None else condition & (JOBS.c.worker == worker)
@@ -492,10 +492,6 @@ def _record(row: Row[Any]) -> JobRecord:
         retries=int(retry.get("failures", 0)),
         first_failure_at=datetime.fromisoformat(first) if first else None,
     )
-
-
-def _lock_id(request: JobRequest) -> int:
-    return lock_key(request.kind, request.key)
 
 
 def lock_key(kind: str, key: str) -> int:

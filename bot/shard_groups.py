@@ -9,7 +9,7 @@ from typing import Any
 
 from sqlalchemy import Engine, func, insert, select, update
 
-from .queue import JobRecord, JobRequest, SqlJobQueue, lock_key
+from .queue import JobRecord, JobRequest, SqlJobQueue, lock_key, running_under
 from .storage import JOBS, SHARD_GROUPS, GroupEnd, JobState, transaction, utcnow
 
 
@@ -52,10 +52,8 @@ class ShardGroups:
             if conn.dialect.name == "postgresql":
                 conn.execute(select(func.pg_advisory_xact_lock(lock_key(parent.kind,
                                                                         parent.key))))
-            running = (JOBS.c.id == parent.id) & (JOBS.c.state == JobState.RUNNING)
-            if worker is not None:
-                running &= JOBS.c.worker == worker
-            if conn.execute(select(JOBS.c.id).where(running).with_for_update()).first() is None:
+            if conn.execute(select(JOBS.c.id).where(running_under(parent.id, worker))
+                            .with_for_update()).first() is None:
                 return None
             split = conn.execute(select(SHARD_GROUPS.c.jobs).where(
                 SHARD_GROUPS.c.parent_id == parent.id)).scalar()
@@ -93,11 +91,8 @@ class ShardGroups:
         with transaction(self.engine) as conn:
             group = conn.execute(select(SHARD_GROUPS).where(
                 SHARD_GROUPS.c.parent_id == parent_id).with_for_update()).first()
-            running = (JOBS.c.id == job_id) & (JOBS.c.state == JobState.RUNNING)
-            if worker is not None:
-                running &= JOBS.c.worker == worker
-            if group is None or conn.execute(update(JOBS).where(running).values(
-                    result=result)).rowcount != 1:
+            if group is None or conn.execute(update(JOBS).where(
+                    running_under(job_id, worker)).values(result=result)).rowcount != 1:
                 return None
             stored = conn.execute(select(func.count()).select_from(JOBS).where(
                 JOBS.c.id.in_(list(group.jobs)), JOBS.c.result.is_not(None),

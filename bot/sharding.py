@@ -19,13 +19,14 @@ from .alignment import (
     AlignmentJob,
     _check_run,
     _finish,
+    find_check_run,
     will_retry,
 )
 from .config import CONFIG_PATH
 from .engine_report import EngineReport, InvalidReport, parse_report
 from .github import FileTooLarge, read_text, transient_failures
 from .jobs import ALIGN_SHARD
-from .output import CHECK_NAME, CheckContext, Conclusion
+from .output import CheckContext, Conclusion
 from .queue import JobRecord, JobRequest
 from .shard_groups import Group, ShardGroups
 from .storage import GroupEnd, installation_gone, utcnow
@@ -72,11 +73,10 @@ class Sharding:
                 continue
             if group.head_sha == job.payload["head_sha"]:
                 continue
-            for run in repo.get_commit(group.head_sha).get_check_runs(check_name=CHECK_NAME):
-                if run.external_id == f"{job.key}@{group.head_sha}" and \
-                        run.status != "completed":
-                    _finish(run, group.head_sha, f"superseded by {newer[:12]}",
-                            Conclusion.CANCELLED)
+            run = find_check_run(repo, group.head_sha, job.key)
+            if run is not None and run.status != "completed":
+                _finish(run, group.head_sha, f"superseded by {newer[:12]}",
+                        Conclusion.CANCELLED)
 
 
 @dataclass
@@ -137,11 +137,11 @@ class ShardJob:
             # closed, or pushed to: no later job of this head may end the check run
             ensure_current()
             if self.groups.end(group.parent_id, GroupEnd.CANCELLED, job.id):
-                _finish(_find_run(repo, head_sha, f"{job.key}@{head_sha}"), head_sha,
+                _finish(_find_run(repo, head_sha, job.key), head_sha,
                         self.check._superseded_by(job), Conclusion.CANCELLED)
             return {"skipped": "the pull request moved on (new head or closed)"}
         ensure_current()
-        runs.append(_find_run(repo, head_sha, f"{job.key}@{head_sha}"))
+        runs.append(_find_run(repo, head_sha, job.key))
         try:
             text = read_text(repo, CONFIG_PATH, head_sha)
         except FileTooLarge:
@@ -241,10 +241,8 @@ def _mergeable(report: EngineReport) -> dict[str, Any]:
     return data
 
 
-def _find_run(repo: Repository, head_sha: str, external_id: str) -> Any:
+def _find_run(repo: Repository, head_sha: str, key: str) -> Any:
     """The check run the ``align`` job created; found, not set in progress again (another
     shard may have completed it), or created again if it is gone."""
-    for run in repo.get_commit(head_sha).get_check_runs(check_name=CHECK_NAME):
-        if run.external_id == external_id:
-            return run
-    return _check_run(repo, head_sha, external_id)
+    run = find_check_run(repo, head_sha, key)
+    return run if run is not None else _check_run(repo, head_sha, key)

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ...jobs import ALIGN, ALIGN_SHARD
-from ...queue import JobRequest
+from ...jobs import align_job
 from .. import state
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
 from ..parser import Command, Name
@@ -45,6 +44,4 @@ def enqueue_align(services: Services, request: Request, trigger: str,
     payload = {"installation_id": int(request.payload["installation_id"]),
                "repo": request.repo_name, "number": request.number,
                "head_sha": request.pr.head.sha, "trigger": trigger, **extra}
-    services.queue.enqueue(JobRequest(kind=ALIGN, key=f"{request.repo_name}#"
-                                      f"{request.number}", payload=payload, supersede=True,
-                                      supersedes=(ALIGN_SHARD,)))
+    services.queue.enqueue(align_job(request.repo_name, request.number, payload))
