@@ -21,13 +21,11 @@ TOLERANCES: dict[str, tuple[float, float]] = {
     "complex64": (1.3e-6, 1e-5),
     "complex128": (1e-7, 1e-7),
 }
-# assert_close compares float8 bit for bit; a result may be one step of its dtype (its eps) off.
-FLOAT8_TOLERANCES: dict[str, tuple[float, float]] = {
-    "float8_e4m3fn": (0.125, 1e-5),
-    "float8_e4m3fnuz": (0.125, 1e-5),
-    "float8_e5m2": (0.25, 1e-5),
-    "float8_e5m2fnuz": (0.125, 1e-5),
-}
+# torch.finfo(dtype).eps of each float8 dtype. assert_close compares float8 bit for bit; a
+# result may be one step of its dtype (its eps) off.
+FLOAT8_EPS = {"float8_e4m3fn": 0.125, "float8_e5m2": 0.25, "float8_e4m3fnuz": 0.125,
+              "float8_e5m2fnuz": 0.125}
+FLOAT8_TOLERANCES = {name: (eps, 1e-5) for name, eps in FLOAT8_EPS.items()}
 
 
 def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .candidate import CandidateProcess
-from .compare import compare, tolerance
+from .compare import FLOAT8_EPS, compare, tolerance
 from .findings import Finding, Kind
 from .oracle import (
     FD_ATOL,
@@ -49,9 +49,7 @@ NOISE_ULPS = 16
 NOISE_RELATIVE = 1e-12
 INDEPENDENT = ("reference-float64", "candidate-float64", "finite-differences", "numpy")
 EPS = {"float16": 9.77e-4, "bfloat16": 7.81e-3, "float32": 1.19e-7, "float64": 2.22e-16,
-       "complex32": 9.77e-4, "complex64": 1.19e-7, "complex128": 2.22e-16,
-       "float8_e4m3fn": 0.125, "float8_e5m2": 0.25, "float8_e4m3fnuz": 0.125,
-       "float8_e5m2fnuz": 0.125}  # torch.finfo(dtype).eps
+       "complex32": 9.77e-4, "complex64": 1.19e-7, "complex128": 2.22e-16, **FLOAT8_EPS}
 WIDE = {**{name: "float64" for name in FLOAT_DTYPES},
         **{name: "complex128" for name in COMPLEX_DTYPES}}  # what to_float64 computes in
 
