@@ -1,8 +1,9 @@
-"""``/ok-to-test``: a maintainer lets an outside contributor's pull request run at its head."""
+"""``/ok-to-test``: a maintainer lets an outside contributor's pull request run at the head
+GitHub showed when the comment was written (``Request.written_head``), and at no other."""
 
 from __future__ import annotations
 
-from ...policy import TRUSTED_ASSOCIATIONS, record_ok
+from ...policy import TRUSTED_ASSOCIATIONS, Unbound, record_ok
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
 from ..parser import Command
 from .align import enqueue_align
@@ -19,8 +20,15 @@ def ok_to_test(services: Services, request: Request, command: Command) -> Outcom
         return Outcome(True, Reaction.DONE, values={"queued": False})
     if trust.outside_contributors == "skip":
         return refused(Refusal.TRUST_SKIP)
-    head = request.pr.head.sha
-    if not record_ok(services.engine, request.repo_name, request.number, head, request.actor):
+    written = request.written_head
+    current = request.pr.head.sha
+    if isinstance(written, Unbound):
+        return refused(Refusal.UNBOUND, why=written, head=current)
+    new = record_ok(services.engine, request.repo_name, request.number, written, request.actor)
+    if written != current and not trust.carry_over_pushes:  # pushed since the comment
+        return Outcome(True, Reaction.DONE, "command_moved.md.j2",
+                       {"approved": written, "head": current})
+    if not new:
         return Outcome(True, Reaction.DONE, values={"queued": False})
     enqueue_align(services, request, f"/ok-to-test by {request.actor}", {})
     return Outcome(True, Reaction.QUEUED, values={"queued": True})

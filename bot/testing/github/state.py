@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -98,6 +98,13 @@ class GitHubState:
         self.exchanges: list[Exchange] = []
         self.errors: list[str] = []
         self._url: str | None = None
+        # When things happen (comments, pushes, check runs, issues): a test may set its own
+        # clock. Tokens and download links expire on the real one, as clients check them.
+        self.clock: Callable[[], datetime] = utcnow
+
+    def now(self) -> datetime:
+        """The server's time, to the second, as GitHub reports it."""
+        return self.clock().astimezone(UTC).replace(microsecond=0)
 
     @property
     def url(self) -> str:
@@ -129,7 +136,7 @@ class GitHubState:
         """Install the App on `account` (repositories join it through `add_repo`)."""
         with self.lock:
             owner = self.user(account, account_type)
-            installation = Installation(installation_id, owner, utcnow(), repository_selection)
+            installation = Installation(installation_id, owner, self.now(), repository_selection)
             self.installations[installation_id] = installation
             return installation
 
@@ -155,7 +162,7 @@ class GitHubState:
                 self.add_installation(installation_id, owner, owner_type)
             repo = Repo(
                 self.next_id(), self.user(owner, owner_type), name, installation_id,
-                default_branch, private, utcnow() - timedelta(days=7),
+                default_branch, private, self.now() - timedelta(days=7),
             )
             self.repos[repo.full_name.lower()] = repo
             for sha, files in (files_by_ref or {}).items():
@@ -170,7 +177,7 @@ class GitHubState:
     ) -> None:
         parents = [list(repo.commits)[-1]] if repo.commits else []
         repo.trees[sha] = {path: as_bytes(data) for path, data in files.items()}
-        repo.commits[sha] = Commit(sha, message, author, parents, utcnow())
+        repo.commits[sha] = Commit(sha, message, author, parents, self.now())
 
     def add_pull(
         self,
@@ -215,7 +222,7 @@ class GitHubState:
             if fork is base:
                 base.branches[pull.head_ref] = head_sha
             pull.files = [self._file_entry(base, head_sha, entry) for entry in files]
-            created = created_at or utcnow()
+            created = created_at or self.now()
             issue = Issue(
                 base, number, self.next_id(), title, body, author, created, updated_at or created,
                 state, labels=list(labels), author_association=author_association, pull=pull,
@@ -249,7 +256,7 @@ class GitHubState:
         files = tree if tree is not None else base.trees.get(parent, {})
         for repo in {id(r): r for r in (base, fork) if r is not None}.values():
             repo.trees[head_sha] = {path: as_bytes(data) for path, data in files.items()}
-            repo.commits[head_sha] = Commit(head_sha, "Update", author, [parent], utcnow())
+            repo.commits[head_sha] = Commit(head_sha, "Update", author, [parent], self.now())
 
     def _file_entry(self, repo: Repo, sha: str, entry: Mapping[str, Any]) -> Json:
         data = repo.trees.get(sha, {}).get(entry["filename"])
@@ -298,7 +305,7 @@ class GitHubState:
                 issue.repo.branches[pull.head_ref] = new_head_sha
             if files is not None:
                 pull.files = [self._file_entry(issue.repo, new_head_sha, f) for f in files]
-            issue.updated_at = updated_at or utcnow()
+            issue.updated_at = updated_at or self.now()
             return issue
 
     def update_pull(self, owner: str, repo: str, number: int, **changes: Any) -> Issue:
@@ -314,11 +321,11 @@ class GitHubState:
             pull.draft = changes.get("draft", pull.draft)
             if changes.get("merged"):
                 changes.setdefault("state", "closed")
-                pull.merged_at = utcnow()
+                pull.merged_at = self.now()
             if "state" in changes:
                 issue.state = changes["state"]
-                issue.closed_at = utcnow() if issue.state == "closed" else None
-            issue.updated_at = changes.get("updated_at", utcnow())
+                issue.closed_at = self.now() if issue.state == "closed" else None
+            issue.updated_at = changes.get("updated_at", self.now())
             return issue
 
     def set_permission(self, owner: str, repo: str, user: str, role: str) -> None:
@@ -343,7 +350,7 @@ class GitHubState:
         with self.lock:
             issue = self.issue(owner, repo, number)
             author = self.user(user)
-            moment = created_at or utcnow()
+            moment = created_at or self.now()
             association = author_association or self.association(issue.repo, author)
             comment = Comment(
                 self.next_id(), issue.repo, number, body, author, moment, moment, association
@@ -368,7 +375,7 @@ class GitHubState:
         with self.lock:
             issue = self.pull(owner, repo, number)
             assert issue.pull is not None
-            moment = submitted_at or utcnow()
+            moment = submitted_at or self.now()
             review = Review(
                 self.next_id(), self.user(user), state, body,
                 commit_id or issue.pull.head_sha, moment,
