@@ -9,7 +9,7 @@ import tarfile
 
 import httpx
 import pytest
-from github import Github, GithubException
+from github import Auth, Github, GithubException
 from github.GithubException import UnknownObjectException
 from testing_github import (
     BASE,
@@ -20,11 +20,12 @@ from testing_github import (
     INSTALLATION,
     NAME,
     OWNER,
+    fast,
     file_text,
     token_for,
 )
 
-from bot.testing.github import GitHubServer
+from bot.testing.github import GitHubServer, Link
 
 
 def test_repository_and_contents(server: GitHubServer, gh: Github) -> None:
@@ -106,3 +107,31 @@ def test_private_archive_needs_the_link_or_a_token(server: GitHubServer) -> None
     followed = httpx.get(f"{server.url}/repos/{OWNER}/secret/tarball/{BASE}", headers=headers,
                          follow_redirects=True)
     assert followed.status_code == 200 and followed.content[:2] == b"\x1f\x8b"
+
+
+def test_symlinks_are_followed_to_a_file_of_the_repository_only(server: GitHubServer) -> None:
+    tree = {**HEAD_TREE, "docs/config.yml": Link(b"../.alignbot.yml"),
+            "chain.yml": Link(b"docs/config.yml"), "out.yml": Link(b"/etc/passwd"),
+            "up.yml": Link(b"../../outside.yml"), "dir.yml": Link(b"ops"),
+            "dangling.yml": Link(b"missing.yml"), "loop.yml": Link(b"loop.yml")}
+    server.push(OWNER, NAME, 7, HEAD2, tree=tree)
+    headers = {"Authorization": f"token {token_for(server)}"}
+    url = f"{server.url}/repos/{OWNER}/{NAME}/contents/%s?ref={HEAD2}"
+
+    for followed in ("docs/config.yml", "chain.yml"):  # GitHub answers with the target file
+        reply = httpx.get(url % followed, headers=headers).json()
+        assert (reply["type"], reply["path"]) == ("file", ".alignbot.yml")
+        assert base64.b64decode(reply["content"]) == b"candidate: ops\n"
+    for name, target in (("out.yml", "/etc/passwd"), ("up.yml", "../../outside.yml"),
+                         ("dir.yml", "ops"), ("dangling.yml", "missing.yml"),
+                         ("loop.yml", "loop.yml")):
+        reply = httpx.get(url % name, headers=headers).json()
+        assert (reply["type"], reply["target"], reply["path"]) == ("symlink", target, name)
+        assert "content" not in reply and reply["size"] == len(target)
+    raw = httpx.get(url % "out.yml", headers={**headers, "Accept": "application/vnd.github.raw"})
+    assert raw.content == b"/etc/passwd"
+    pygithub = Github(auth=Auth.Token(token_for(server)), base_url=server.url,
+                      **fast()).get_repo(f"{OWNER}/{NAME}")
+    entry = pygithub.get_contents("out.yml", ref=HEAD2)
+    assert not isinstance(entry, list) and entry.type == "symlink"
+    assert entry.raw_data["target"] == "/etc/passwd"

@@ -140,6 +140,18 @@ class GitHubState:
             self.installations[installation_id] = installation
             return installation
 
+    def remove_installation(self, installation_id: int) -> None:
+        """Uninstall the App from an account: GitHub forgets the installation (its token
+        requests answer 404), its repositories stay but are no longer the App's, and the
+        tokens it issued stop working."""
+        with self.lock:
+            del self.installations[installation_id]
+            for repo in self.repos.values():
+                if repo.installation_id == installation_id:
+                    repo.installation_id = None
+            for value in [v for v, t in self.tokens.items() if t.installation_id == installation_id]:
+                del self.tokens[value]
+
     def add_repo(
         self,
         owner: str,
