@@ -1,10 +1,16 @@
 """Attacks through slash-commands, end to end: a real `alignbot serve` and the GitHub test
 server. A hijacked sticky comment, a flood of command lines, commands hidden in nested code,
-a refused commenter who keeps trying, and signed payloads of the wrong shape."""
+a refused commenter who keeps trying, signed payloads of the wrong shape, and go-aheads
+that would follow a moving head (a push between the comment and its job, an edit after a
+push, a push in the comment's second, a force-push back, a giver who lost write access)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -179,3 +185,185 @@ def test_a_signed_payload_of_the_wrong_shape_logs_one_line(
     assert response.status_code == 200
     assert "Traceback" not in service.log_text()
     assert bot_comments(github) == []
+
+
+# -- a go-ahead binds to the commit it was written on ----------------------------------------
+
+
+@dataclass
+class Clock:
+    """The GitHub test server's clock: it moves only when told (GitHub's times have whole
+    seconds, so that is what a push and a comment are ordered by)."""
+
+    now: datetime = dataclasses.field(
+        default_factory=lambda: datetime.now(UTC).replace(microsecond=0) - timedelta(hours=1))
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def tick(self, seconds: int = 60) -> None:
+        self.now += timedelta(seconds=seconds)
+
+
+class Outsider:
+    """An outside contributor's pull request #1 (it changes no op file, so a check needs no
+    sandbox), opened and delivered; pushes and comments on the server's ``clock``."""
+
+    def __init__(self, github: Any, service: Service) -> None:
+        self.github, self.service, self.clock = github, service, Clock()
+        github.clock = self.clock
+        base = _files(ROOT / "examples" / "fastops")
+        self.tree = {**base, "NOTES": b"notes 0\n"}
+        self.heads = [open_pull(github, base, self.tree, title="Notes",
+                                association="CONTRIBUTOR")]
+        github.set_permission(OWNER, REPO, MAINTAINER, "write")
+        self.deliver("pull_request", github.webhook("pull_request.opened", OWNER, REPO,
+                                                    number=NUMBER))
+
+    def deliver(self, event: str, payload: dict[str, Any]) -> None:
+        assert self.service.deliver(self.github, event, payload).status_code in (200, 202)
+
+    def push(self, sha: str | None = None, deliver: bool = True) -> tuple[str, dict[str, Any]]:
+        """A push of a new commit (or of ``sha`` again: a force-push back); its webhook,
+        delivered unless told not to."""
+        if sha is None:
+            self.tree = {**self.tree, "NOTES": f"notes {len(self.heads)}\n".encode()}
+            sha = hashlib.sha1(str(sorted(self.tree.items())).encode()).hexdigest()
+        self.github.push(OWNER, REPO, NUMBER, sha, tree=self.tree)
+        self.heads.append(sha)
+        payload = self.github.webhook("pull_request.synchronize", OWNER, REPO, number=NUMBER)
+        if deliver:
+            self.deliver("pull_request", payload)
+        return sha, payload
+
+    def comment(self, body: str, user: str = MAINTAINER, deliver: bool = True
+                ) -> tuple[int, dict[str, Any]]:
+        made = self.github.add_comment(OWNER, REPO, NUMBER, body, user)
+        payload = self.github.webhook("issue_comment.created", OWNER, REPO, comment_id=made.id)
+        if deliver:
+            self.deliver("issue_comment", payload)
+        return made.id, payload
+
+    def run_of(self, sha: str) -> Any:
+        """The check run of ``sha`` once it is completed (and its job is done)."""
+        def done() -> bool:
+            runs = self.github.check_runs_for(OWNER, REPO, sha)
+            return bool(runs) and runs[0].status == "completed" and jobs_idle(self.service)
+        wait_for(done, TIMEOUT, f"the check run of {sha[:12]}")
+        (run,) = self.github.check_runs_for(OWNER, REPO, sha)
+        return run
+
+    def waiting(self, sha: str, approved: str | None) -> None:
+        """``sha``'s check run waits for a go-ahead (and names the commit ``approved``)."""
+        run = self.run_of(sha)
+        text = f"{run.output.get('title')} {run.output.get('summary')}"
+        assert run.conclusion == "action_required", text
+        assert sha[:12] in text and "/ok-to-test" in text
+        if approved:
+            assert approved[:12] in text, text
+
+
+def jobs_idle(service: Service) -> bool:
+    from bot.queue import JobState, SqlJobQueue
+    from bot.storage import make_engine
+
+    engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
+    try:
+        return all(job.state not in (JobState.QUEUED, JobState.RUNNING)
+                   for job in SqlJobQueue(engine).list())
+    finally:
+        engine.dispose()
+
+
+def reply_to(github: Any, comment_id: int) -> str:
+    wait_for(lambda: any(c.body.startswith(f"<!-- alignbot:command comment:{comment_id} -->")
+                         for c in bot_comments(github)), TIMEOUT, "the reply")
+    return next(c.body for c in bot_comments(github)
+                if c.body.startswith(f"<!-- alignbot:command comment:{comment_id} -->"))
+
+
+def test_a_push_between_the_go_ahead_and_its_job_is_not_approved(
+        github_server: Any, service: Service) -> None:
+    pr = Outsider(github_server, service)
+    seen = pr.heads[0]
+    pr.waiting(seen, None)
+    pr.clock.tick()
+    comment_id, comment = pr.comment("/ok-to-test", deliver=False)  # written on `seen`
+    pr.clock.tick()
+    pushed, _ = pr.push()  # lands before the comment's job runs
+    pr.deliver("issue_comment", comment)
+    assert pushed[:12] in reply_to(github_server, comment_id)
+    pr.waiting(pushed, approved=seen)  # never run: nobody saw it
+    assert pr.run_of(seen).conclusion == "action_required"  # the head moved on: not run
+
+
+def test_a_go_ahead_edited_into_a_comment_after_a_push_approves_the_older_head(
+        github_server: Any, service: Service) -> None:
+    pr = Outsider(github_server, service)
+    seen = pr.heads[0]
+    pr.clock.tick()
+    comment_id, _ = pr.comment("Looks fine.")
+    pr.clock.tick()
+    pushed, _ = pr.push()
+    pr.waiting(pushed, None)
+    pr.clock.tick()
+    changes = github_server.edit_comment(comment_id, "Looks fine.\n/ok-to-test")
+    pr.deliver("issue_comment", github_server.webhook(
+        "issue_comment.edited", OWNER, REPO, comment_id=comment_id, changes=changes))
+    reply = reply_to(github_server, comment_id)
+    assert seen[:12] in reply and pushed[:12] in reply
+    pr.waiting(pushed, approved=seen)
+
+
+def test_a_go_ahead_in_the_same_second_as_a_push_does_not_cover_it(
+        github_server: Any, service: Service) -> None:
+    pr = Outsider(github_server, service)
+    seen = pr.heads[0]
+    pr.clock.tick()
+    pushed, _ = pr.push()
+    comment_id, _ = pr.comment("/ok-to-test")  # the same second: it may not have been seen
+    pr.waiting(pushed, approved=seen)
+    assert pushed[:12] in reply_to(github_server, comment_id)
+    pr.clock.tick()
+    pr.comment("/ok-to-test")  # a second later it was
+    run = pr.run_of(pushed)
+    wait_for(lambda: pr.run_of(pushed).conclusion == "success", TIMEOUT, "the check")
+    assert run.id == pr.run_of(pushed).id
+
+
+def test_a_force_push_back_runs_only_a_commit_that_was_approved(
+        github_server: Any, service: Service) -> None:
+    pr = Outsider(github_server, service)
+    unseen = pr.heads[0]  # replaced before any maintainer looked
+    pr.clock.tick()
+    approved, _ = pr.push()
+    pr.clock.tick()
+    pr.comment("/ok-to-test")
+    wait_for(lambda: pr.run_of(approved).conclusion == "success", TIMEOUT, "the check")
+    pr.clock.tick()
+    pr.push(unseen)  # force-pushed back to the commit nobody approved
+    wait_for(lambda: len(github_server.check_runs_for(OWNER, REPO, unseen)) == 1
+             and jobs_idle(service), TIMEOUT, "the gate")
+    pr.waiting(unseen, approved=approved)
+    pr.clock.tick()
+    pr.push(approved)  # and to the approved one again: its code was let run
+    wait_for(lambda: github_server.check_runs_for(OWNER, REPO, approved)[0].updates[-1]
+             .get("conclusion") == "success" and len(
+                 github_server.check_runs_for(OWNER, REPO, approved)[0].updates) > 2,
+             TIMEOUT, "the check of the approved commit again")
+
+
+def test_a_go_ahead_stops_counting_when_its_giver_loses_write_access(
+        github_server: Any, service: Service) -> None:
+    pr = Outsider(github_server, service)
+    head = pr.heads[0]
+    pr.clock.tick()
+    pr.comment("/ok-to-test")
+    wait_for(lambda: pr.run_of(head).conclusion == "success", TIMEOUT, "the check")
+    github_server.set_permission(OWNER, REPO, MAINTAINER, "read")  # left the team
+    (run,) = github_server.check_runs_for(OWNER, REPO, head)
+    pr.deliver("check_run", github_server.webhook("check_run.rerequested", OWNER, REPO,
+                                                  check_run_id=run.id))
+    wait_for(lambda: pr.run_of(head).conclusion == "action_required", TIMEOUT, "the gate")
+    assert f"`{MAINTAINER}`" in pr.run_of(head).output["summary"]
+    assert "no longer counts" in pr.run_of(head).output["summary"]

@@ -26,6 +26,9 @@ def ok_to_test(services: Services, request: Request, command: Command) -> Outcom
         return refused(Refusal.UNBOUND, why=written, head=current)
     new = record_ok(services.engine, request.repo_name, request.number, written, request.actor)
     if written != current and not trust.carry_over_pushes:  # pushed since the comment
+        if new:  # the head's check run and waiting comment name the commit approved instead
+            enqueue_align(services, request, f"/ok-to-test by {request.actor} of "
+                          f"{written[:12]}", {})
         return Outcome(True, Reaction.DONE, "command_moved.md.j2",
                        {"approved": written, "head": current})
     if not new:

@@ -149,7 +149,8 @@ class GitHubState:
             for repo in self.repos.values():
                 if repo.installation_id == installation_id:
                     repo.installation_id = None
-            for value in [v for v, t in self.tokens.items() if t.installation_id == installation_id]:
+            issued = [v for v, t in self.tokens.items() if t.installation_id == installation_id]
+            for value in issued:
                 del self.tokens[value]
 
     def add_repo(
@@ -370,6 +371,14 @@ class GitHubState:
             self.comments[comment.id] = comment
             issue.updated_at = max(issue.updated_at, moment)
             return comment
+
+    def edit_comment(self, comment_id: int, body: str) -> Json:
+        """A person edits a comment (now, by the server's clock); returns the ``changes`` of
+        its ``issue_comment.edited`` webhook."""
+        with self.lock:
+            comment = self.comments[comment_id]
+            before, comment.body, comment.updated_at = comment.body, body, self.now()
+            return {"body": {"from": before}}
 
     def add_review(
         self,
