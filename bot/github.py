@@ -375,6 +375,28 @@ class GitHubApp:
             observe_requests(gh.requester, self.observe, self._prefix)
         return gh
 
+    def repo_full_name(self, installation_id: int, full_name: str) -> str | None:
+        """Where ``full_name`` is now, as the installation sees it (GitHub redirects a renamed
+        or transferred repository's old name), or None when it sees nothing there
+        (``bot.tenancy.Directory``)."""
+        try:
+            return str(self.client(installation_id).get_repo(full_name).full_name)
+        except GithubException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def repo_installation(self, full_name: str) -> int | None:
+        """The id of this App's installation that holds ``full_name``, or None
+        (``bot.tenancy.Directory``)."""
+        owner, _, name = full_name.partition("/")
+        try:
+            return int(self._integration.get_repo_installation(owner, name).id)
+        except GithubException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
     def bot_login(self) -> str:
         """``<app slug>[bot]``: the author of the app's own comments."""
         if self._login is None:

@@ -33,7 +33,7 @@ from sqlalchemy import Engine, select
 from .config import CONFIG_PATH, ConfigError, RepoConfig, Trust, load_config
 from .github import FileUnreadable, read_text
 from .jobs import ALIGN
-from .storage import JOBS, OK_TO_TEST, transaction, upsert, utcnow
+from .storage import JOBS, OK_TO_TEST, insert_ignore, transaction, upsert, utcnow
 
 log = logging.getLogger(__name__)
 
@@ -160,20 +160,18 @@ def head_at(seen: Iterable[Sighting], when: datetime | None, current: str) -> st
     return Unbound.SAME_SECOND if later[0].at == when else Unbound.GAP
 
 
-def record_ok(engine: Engine, repo: str, number: int, head_sha: str, login: str) -> bool:
-    """Record an ``/ok-to-test`` of ``head_sha`` by ``login``; False if ``login`` had already
-    approved that head (nothing changes). Another maintainer's go-ahead replaces the row, so
-    that the gate checks the write access of the latest one."""
+def record_ok(engine: Engine, repo: str, number: int, head_sha: str, login: str, *,
+              replace: bool = False) -> bool:
+    """Record an ``/ok-to-test`` of ``head_sha`` by ``login``; False if this head was already
+    trusted (nothing changes). ``replace``: the recorded giver no longer counts (lost write
+    access), so ``login``'s go-ahead takes the row."""
+    keys = {"repo": repo, "number": number, "head_sha": head_sha}
+    values = {"trusted_by": login, "created_at": utcnow()}
     with transaction(engine) as conn:
-        before = conn.execute(select(OK_TO_TEST.c.trusted_by).where(
-            OK_TO_TEST.c.repo == repo, OK_TO_TEST.c.number == number,
-            OK_TO_TEST.c.head_sha == head_sha)).scalar()
-        if before is not None and str(before).lower() == login.lower():
-            return False
-        values = {"trusted_by": login, "created_at": utcnow()}
-        upsert(conn, OK_TO_TEST, {"repo": repo, "number": number, "head_sha": head_sha,
-                                  **values}, keys=["repo", "number", "head_sha"], update=values)
-        return True
+        if replace:
+            upsert(conn, OK_TO_TEST, {**keys, **values}, keys=list(keys), update=values)
+            return True
+        return insert_ignore(conn, OK_TO_TEST, {**keys, **values}, keys=list(keys))
 
 
 def approvals(engine: Engine, repo: str, number: int) -> list[tuple[str, str]]:

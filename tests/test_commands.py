@@ -386,7 +386,7 @@ def test_track_registers_an_upstream_item_once(env: Env) -> None:
     assert result["commands"][0]["accepted"]
     assert "is already tracked" in env.replies()[-1] and "by wes" in env.replies()[-1]
     assert len(_watched(env)) == 1
-    row = upstream_item(env.job.engine, UPSTREAM_PR)
+    row = upstream_item(env.job.engine, UPSTREAM_PR, f"{OWNER}/{REPO}")
     assert row is not None and row.registered_by == "wes"
     env.comment("/track https://github.com/pytorch/pytorch/issues/7", "ada")
     assert [(w["kind"], w["number"]) for w in _watched(env)] == [("pr", 4242), ("issue", 7)]

@@ -36,6 +36,7 @@ from ..policy import (
     sightings,
 )
 from ..queue import JobQueue
+from ..tenancy import Tenant
 from .parser import Command
 
 DEFAULT_TRACKER = "pytorch/pytorch"  # a repository without a readable config
@@ -113,6 +114,12 @@ class Request:
         self.actor: str = payload["actor"]
         self.source: str = payload["source"]
         self.source_id: int = payload["source_id"]
+
+    @property
+    def tenant(self) -> Tenant:
+        """Whom this command works for (``bot.tenancy``): every repository it names is
+        authorized against this."""
+        return Tenant(int(self.payload["installation_id"]), self.repo_name)
 
     @cached_property
     def gh(self) -> Github:

@@ -153,13 +153,8 @@ class SweepJob:
             apis[installation_id].append(api)
             return api
 
-        def digest_api(tracking: str) -> tuple[Api, int] | None:
-            installation_id = self.store.installation_of(tracking)
-            return None if installation_id is None else (api_for(installation_id),
-                                                         installation_id)
-
         RepoSweep(self.store, state, api_for(state.installation_id), self.app.bot_login(),
-                  self.clock, ensure_current, report, self.hooks, digest_api,
+                  self.clock, ensure_current, report, self.hooks, self.app,
                   digest_lock=self._digest_lock, options=self.options).run(force)
 
     @contextmanager

@@ -3,7 +3,7 @@ GitHub showed when the comment was written (``Request.written_head``), and at no
 
 from __future__ import annotations
 
-from ...policy import TRUSTED_ASSOCIATIONS, Unbound, record_ok
+from ...policy import TRUSTED_ASSOCIATIONS, Unbound, approval, record_ok
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
 from ..parser import Command
 from .align import enqueue_align
@@ -25,6 +25,10 @@ def ok_to_test(services: Services, request: Request, command: Command) -> Outcom
     if isinstance(written, Unbound):
         return refused(Refusal.UNBOUND, why=written, head=current)
     new = record_ok(services.engine, request.repo_name, request.number, written, request.actor)
+    if not new and approval(services.engine, request.repo, request.number, written,
+                            carry_over=False).by is None:  # its giver lost write access
+        new = record_ok(services.engine, request.repo_name, request.number, written,
+                        request.actor, replace=True)
     if written != current and not trust.carry_over_pushes:  # pushed since the comment
         if new:  # the head's check run and waiting comment name the commit approved instead
             enqueue_align(services, request, f"/ok-to-test by {request.actor} of "

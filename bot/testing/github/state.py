@@ -89,6 +89,7 @@ class GitHubState:
         self.bot = self.user(f"{app_slug}[bot]", "Bot")
         self.installations: dict[int, Installation] = {}
         self.repos: dict[str, Repo] = {}
+        self.moved: dict[str, int] = {}  # a renamed or transferred repository's old names
         self.issues: dict[tuple[int, int], Issue] = {}
         self.comments: dict[int, Comment] = {}
         self.check_runs: dict[int, CheckRun] = {}
@@ -191,6 +192,28 @@ class GitHubState:
         parents = [list(repo.commits)[-1]] if repo.commits else []
         repo.trees[sha] = {path: as_bytes(data) for path, data in files.items()}
         repo.commits[sha] = Commit(sha, message, author, parents, self.now())
+
+    def move_repo(
+        self, owner: str, name: str, new_owner: str | None = None, new_name: str | None = None,
+        installation_id: int | None = None,
+    ) -> Repo:
+        """Rename a repository, or transfer it to ``new_owner`` (whose installation, if the
+        App has one there, is ``installation_id``; a transfer leaves the old one). As on
+        GitHub, the old name goes on answering: a redirect to the repository's new place."""
+        with self.lock:
+            repo = self.repos.pop(f"{owner}/{name}".lower())
+            self.moved[repo.full_name.lower()] = repo.id
+            if new_owner is not None and new_owner.lower() != repo.owner.login.lower():
+                repo.owner = self.user(new_owner, repo.owner.type)
+                repo.installation_id = installation_id
+            repo.name = new_name or repo.name
+            self.repos[repo.full_name.lower()] = repo
+            self.moved.pop(repo.full_name.lower(), None)
+            return repo
+
+    def repo_by_id(self, repo_id: int) -> Repo | None:
+        """The repository with this id, wherever it is now."""
+        return next((r for r in self.repos.values() if r.id == repo_id), None)
 
     def add_pull(
         self,
