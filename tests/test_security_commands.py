@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -20,6 +22,7 @@ from service import NUMBER, OWNER, REPO, SECRET, Service, open_pull
 
 from bot.demo import INSTALLATION, _files, wait_for
 from bot.output import MARKER
+from bot.testing.github import Issue
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -367,3 +370,165 @@ def test_a_go_ahead_stops_counting_when_its_giver_loses_write_access(
     wait_for(lambda: pr.run_of(head).conclusion == "action_required", TIMEOUT, "the gate")
     assert f"`{MAINTAINER}`" in pr.run_of(head).output["summary"]
     assert "no longer counts" in pr.run_of(head).output["summary"]
+
+
+# -- tenancy: one installation never writes into, nor shows, another's ------------------------
+
+
+RIVAL, RIVAL_INSTALLATION, RIVAL_MAINTAINER = "rival-org", 5151, "bea"
+UPSTREAM_ISSUE = "https://github.com/pytorch/pytorch/issues/5"
+
+
+def two_tenants(github: Any, service: Service, tracking: str | None) -> None:
+    """demo-org/fastops (pull request #1, ``upstream.tracking_repo: tracking``) and
+    demo-org/tracker on the App's installation; rival-org's installation with its private
+    rival-org/secret (pull request #3) and its public rival-org/tracker; pytorch/pytorch#5
+    upstream. Both installations delivered, as GitHub sends them when the App is installed."""
+    base = _files(ROOT / "examples" / "fastops")
+    if tracking is not None:
+        base[".github/alignbot.yml"] += f"  tracking_repo: {tracking}\n".encode()
+    open_pull(github, base, {**base, "NOTES": b"notes\n"}, title="Notes")
+    github.set_permission(OWNER, REPO, MAINTAINER, "write")
+    github.add_repo(OWNER, "tracker", INSTALLATION, {"0" * 40: {"README.md": b"tracker\n"}})
+    github.add_repo(OWNER, "elsewhere", None, {"1" * 40: {"README.md": b"not installed\n"}})
+    github.add_installation(RIVAL_INSTALLATION, RIVAL)
+    for name, private in (("secret", True), ("tracker", False)):
+        github.add_repo(RIVAL, name, RIVAL_INSTALLATION, {"2" * 40: {"README.md": b"rival\n"}},
+                        private=private)
+    github.add_pull(RIVAL, "secret", 3, "3" * 40, "2" * 40, "Rival's work", RIVAL_MAINTAINER)
+    github.set_permission(RIVAL, "secret", RIVAL_MAINTAINER, "write")
+    upstream = github.add_repo("pytorch", "pytorch", None, {"4" * 40: {"README.md": b"pt\n"}})
+    github.issues[(upstream.id, 5)] = Issue(
+        upstream, 5, github.next_id(), "erf is off", "", github.user("someone"),
+        datetime.now(UTC) - timedelta(days=9), datetime.now(UTC) - timedelta(days=9))
+    for installation in (INSTALLATION, RIVAL_INSTALLATION):
+        payload = github.webhook("installation.created", installation_id=installation)
+        assert service.deliver(github, "installation", payload).status_code in (200, 202)
+
+
+def say(github: Any, service: Service, owner: str, repo: str, number: int, body: str,
+        user: str) -> int:
+    """``user`` comments on ``owner/repo#number``; returns the comment's id once answered."""
+    made = github.add_comment(owner, repo, number, body, user)
+    payload = github.webhook("issue_comment.created", owner, repo, comment_id=made.id)
+    assert service.deliver(github, "issue_comment", payload).status_code == 202
+    wait_for(lambda: bool(github.comments[made.id].reactions) or (jobs_idle(service)
+             and any(f"comment:{made.id} " in c.body for c in github.comments.values())),
+             TIMEOUT, "the command's answer")
+    wait_for(lambda: jobs_idle(service), TIMEOUT, "the command job")
+    return made.id
+
+
+def rival_writes(github: Any) -> list[str]:
+    """Every write the App made into rival-org's repositories, but those of its own commands
+    on rival-org/secret#3."""
+    return [f"{method} {path}" for method, path, status in github.requests
+            if (method != "GET" and f"/{RIVAL}/" in path and "/secret/issues/" not in path)
+            or (method == "POST" and path.startswith("/repositories/"))]
+
+
+def service_rows(service: Service, table: Any) -> list[dict[str, Any]]:
+    from sqlalchemy import select
+
+    from bot.storage import make_engine, transaction
+
+    engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
+    try:
+        with transaction(engine) as conn:
+            return [dict(row._mapping) for row in conn.execute(select(table))]
+    finally:
+        engine.dispose()
+
+
+def test_track_of_an_item_another_tenant_tracks_shows_nothing_of_theirs(
+        github_server: Any, service: Service) -> None:
+    from bot.storage import UPSTREAM
+
+    github = github_server
+    two_tenants(github, service, f"{OWNER}/tracker")
+    say(github, service, RIVAL, "secret", 3, f"/track {UPSTREAM_ISSUE}", RIVAL_MAINTAINER)
+    for line in (f"/track {UPSTREAM_ISSUE}", f"/track {UPSTREAM_ISSUE.upper()}",
+                 f"/track {UPSTREAM_ISSUE}/"):
+        say(github, service, OWNER, REPO, NUMBER, line, MAINTAINER)
+    ours = " ".join(c.body for c in github.comments_on(OWNER, REPO, NUMBER))
+    for theirs in (RIVAL, "secret", RIVAL_MAINTAINER):
+        assert theirs not in ours
+    watches = sorted((row["pr_repo"], row["registered_by"], row["tracking_repo"])
+                     for row in service_rows(service, UPSTREAM))
+    assert watches == [(f"{OWNER}/{REPO}", MAINTAINER, f"{OWNER}/tracker"),
+                       (f"{RIVAL}/secret", RIVAL_MAINTAINER, None)]
+
+
+def moved_tracker(github: Any) -> None:
+    """demo-org/moved, transferred to rival-org (whose installation now holds it)."""
+    github.add_repo(OWNER, "moved", INSTALLATION, {"5" * 40: {"README.md": b"moved\n"}})
+    github.move_repo(OWNER, "moved", RIVAL, installation_id=RIVAL_INSTALLATION)
+
+
+@pytest.mark.parametrize(("tracking", "written"), [
+    (f"{RIVAL}/tracker", None), (f"{OWNER}/moved", None), (f"{OWNER}/elsewhere", None),
+    ("DEMO-ORG/Tracker", f"{OWNER}/tracker"),
+])
+def test_the_weekly_digest_is_written_only_into_the_installations_own_repository(
+        github_server: Any, service: Service, tracking: str, written: str | None) -> None:
+    from bot.storage import SWEEPS
+
+    github = github_server
+    two_tenants(github, service, tracking)
+    moved_tracker(github)
+    say(github, service, OWNER, REPO, NUMBER, f"/track {UPSTREAM_ISSUE}", MAINTAINER)
+    say(github, service, RIVAL, "secret", 3, f"/track {UPSTREAM_ISSUE}", RIVAL_MAINTAINER)
+    sweep = subprocess.run([sys.executable, "-m", "bot.cli", "remind-sweep", "--force"],
+                           env=service.env, capture_output=True, text=True, timeout=300)
+    assert sweep.returncode == 0, sweep.stderr[-3000:]
+    assert "Traceback" not in sweep.stderr, sweep.stderr[-3000:]
+
+    assert rival_writes(github) == []
+    digests = {f"{issue.repo.full_name}": issue for repo in ("tracker", "elsewhere")
+               for issue in github.created_issues(OWNER, repo)}
+    state = {row["repo"]: row for row in service_rows(service, SWEEPS)}[f"{OWNER}/{REPO}"]
+    if written is None:
+        assert digests == {}
+        assert state["error"].startswith("no digest: ") and "tracking_repo" in state["error"]
+        return
+    (issue,) = digests.values()
+    assert issue.repo.full_name == written
+    (digest,) = github.comments_on(OWNER, "tracker", issue.number)
+    assert "pytorch/pytorch/issues/5" in digest.body and f"{OWNER}/{REPO}#1" in digest.body
+    assert RIVAL not in digest.body and "secret" not in digest.body
+
+
+@pytest.mark.parametrize(("tracking", "filed", "said"), [
+    (f"{RIVAL}/tracker", None, "is not `demo-org`'s"),
+    (f"{OWNER}/moved", None, "is not `demo-org`'s"),
+    (f"{OWNER}/elsewhere", None, "that alignbot is installed on"),
+    ("Demo-Org/TRACKER", f"{OWNER}/tracker", "opened [demo-org/tracker#1]"),
+])
+def test_upstream_file_opens_issues_only_in_the_installations_own_repository(
+        github_server: Any, service: Service, tracking: str, filed: str | None,
+        said: str) -> None:
+    from test_commands import REFERENCE_SUSPECT, REPORT
+
+    from bot.queue import JobState
+    from bot.storage import JOBS, make_engine, transaction, utcnow
+
+    github = github_server
+    two_tenants(github, service, tracking)
+    moved_tracker(github)
+    engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
+    try:  # a finished check whose report has a finding PyTorch looks wrong on
+        with transaction(engine) as conn:
+            conn.execute(JOBS.insert().values(
+                kind="align", key=f"{OWNER}/{REPO}#{NUMBER}", payload={"head_sha": "f" * 40},
+                state=JobState.DONE.value, attempts=1, result={"report": REPORT},
+                created_at=utcnow(), updated_at=utcnow(), available_at=utcnow()))
+    finally:
+        engine.dispose()
+    made = say(github, service, OWNER, REPO, NUMBER, f"/upstream {REFERENCE_SUSPECT} file",
+               MAINTAINER)
+    reply = reply_to(github, made)
+    assert said in reply, reply
+    assert rival_writes(github) == []
+    opened = [issue for name in ("tracker", "elsewhere")
+              for issue in github.created_issues(OWNER, name)]
+    assert [issue.repo.full_name for issue in opened] == ([filed] if filed else [])
