@@ -697,3 +697,36 @@ def test_a_forged_reply_marker_is_not_the_reply(env: Env) -> None:
     env.run(on_issue_comment(Event("issue_comment", "created", "d-f", payload)))
     (reply,) = env.replies()
     assert reply.startswith(f"<!-- alignbot:command comment:{comment.id} -->")
+
+
+def test_a_review_approves_the_commit_it_was_written_on(env: Env) -> None:
+    open_pull_request(env)
+    env.run_align()
+    reviewed = env.head
+    env.clock.tick()
+    review = env.github.add_review(OWNER, REPO, NUMBER, "wes", "COMMENTED", "/ok-to-test",
+                                   commit_id=reviewed)
+    pushed = push(env)  # the review is submitted after this push, but names its commit
+    payload = env.github.webhook("pull_request_review.submitted", OWNER, REPO, number=NUMBER,
+                                 review_id=review.id)
+    env.run(on_review(Event("pull_request_review", "submitted", "d-rv", payload)))
+    assert is_ok(env.job.engine, f"{OWNER}/{REPO}", NUMBER, reviewed, carry_over=False)
+    assert not is_ok(env.job.engine, f"{OWNER}/{REPO}", NUMBER, pushed, carry_over=False)
+    (reply,) = [body for body in env.replies() if "review:" in body]
+    assert reviewed[:12] in reply and pushed[:12] in reply
+
+
+def test_a_maintainers_align_runs_only_the_head_it_was_written_on(env: Env) -> None:
+    env.clock.tick()
+    written = env.head
+    comment = env.github.add_comment(OWNER, REPO, NUMBER, "/align", "wes")
+    payload = env.github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
+    pushed = push(env)  # lands before the comment's job runs
+    (result,) = env.run(on_issue_comment(Event("issue_comment", "created", "d-a", payload)))
+    assert not result["commands"][0]["accepted"]
+    assert [job.payload.get("approved_by") for job in env.align_jobs()] == []
+    reply = env.replies()[-1]
+    assert written[:12] in reply and pushed[:12] in reply and "again" in reply
+    assert env.comment("/align", "wes")["commands"][0]["accepted"]  # written on the new head
+    (job,) = env.align_jobs()
+    assert (job.payload["head_sha"], job.payload["approved_by"]) == (pushed, "wes")

@@ -370,6 +370,10 @@ def test_a_go_ahead_stops_counting_when_its_giver_loses_write_access(
     wait_for(lambda: pr.run_of(head).conclusion == "action_required", TIMEOUT, "the gate")
     assert f"`{MAINTAINER}`" in pr.run_of(head).output["summary"]
     assert "no longer counts" in pr.run_of(head).output["summary"]
+    github_server.set_permission(OWNER, REPO, "max", "maintain")
+    pr.clock.tick()
+    pr.comment("/ok-to-test", user="max")  # a maintainer who may: the same commit runs
+    wait_for(lambda: pr.run_of(head).conclusion == "success", TIMEOUT, "the check again")
 
 
 # -- tenancy: one installation never writes into, nor shows, another's ------------------------
