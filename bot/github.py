@@ -109,8 +109,8 @@ class InstallationGone(Exception):
 
     def __init__(self, installation_id: int) -> None:
         self.installation_id = installation_id
-        super().__init__(f"GitHub does not know installation {installation_id} (removed, or "
-                         "never this App's): nothing is done for it")
+        super().__init__(f"GitHub does not know installation {installation_id} (its token "
+                         "request answered 404: removed, or never this App's)")
 
 
 @dataclass(frozen=True)

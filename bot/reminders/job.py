@@ -29,7 +29,7 @@ from github import BadCredentialsException, GithubException
 from sqlalchemy import Engine
 
 from ..errors import TransientError, is_transient
-from ..github import GitHubApp, api_options, transient_failures
+from ..github import GitHubApp, InstallationGone, api_options, transient_failures
 from ..jobs import REMINDER_SWEEP as JOB_KIND
 from ..lease import Lease, default_owner
 from ..queue import JobQueue, JobRecord, JobRequest, JobState, SqlJobQueue
@@ -114,6 +114,8 @@ class SweepJob:
         except (GithubException, requests.RequestException) as exc:  # not transient
             self._stopped(report, state, f"GitHub error: {exc}"[:2000],
                           self.clock() + self.options.error_retry)
+        except InstallationGone as exc:  # removed while its webhook was missed
+            self._stopped(report, state, str(exc), self.clock() + self.options.error_retry)
         except Exception as exc:
             if is_transient(exc):  # the worker retries it; the cursor is saved
                 state.error = f"retrying: {exc}"[:2000]
