@@ -34,8 +34,11 @@ alignment, trust, commands, reminders — imports another: ``tests/test_layers.p
                     merged by the last one into the one check run and comment
 - ``shard_groups.py`` the shard jobs of a split check, their reports, its one end
 - ``output.py``     check-run and sticky-comment rendering from templates/, within GitHub's limits
-- ``policy.py``     who is trusted: ``/ok-to-test`` records, author associations, the base
-                    branch's config (read by trust and commands alike)
+- ``policy.py``     who is trusted: ``/ok-to-test`` records and the head each one binds to,
+                    author associations, the base branch's config (read by trust and
+                    commands alike)
+- ``tenancy.py``    the one rule for every repository a piece of work names: whose token,
+                    which writes, what a tenant may be shown
 - ``trust.py``      the ``/ok-to-test`` gate for pull requests from outside contributors
 - ``commands/``     slash-commands in PR comments and reviews: the parser, the webhook entry,
                     the job (replies, rate limits) and one handler per command

@@ -21,7 +21,14 @@ from .archive import ArchiveError, extract_tarball
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
 from .engine_report import InvalidReport, empty_report, parse_report
 from .errors import is_transient
-from .github import FileTooLarge, GitHubApp, read_text, transient_failures
+from .github import (
+    FileTooLarge,
+    FileUnreadable,
+    GitHubApp,
+    InstallationGone,
+    read_text,
+    transient_failures,
+)
 from .jobs import ALIGN, align_job
 from .markers import upsert_marked
 from .output import (
@@ -33,6 +40,7 @@ from .output import (
     check_output,
     comment_body,
 )
+from .policy import Hold, head_seen
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
 from .storage import installation_gone
@@ -75,7 +83,10 @@ def on_pull_request(event: Event) -> list[JobRequest]:
         log.info("skipping %s: the head repository is gone (a deleted fork)", event.delivery_id)
         return []
     request = align_request(event.payload, pr, head.get("sha", ""), f"pull_request.{event.action}")
-    return [request] if request else []
+    if request is None:
+        return []
+    request.payload.update(head_seen(event.payload))  # when GitHub showed this head (trust)
+    return [request]
 
 
 def on_check_run_rerequested(event: Event) -> list[JobRequest]:
@@ -112,7 +123,7 @@ class Sharding(Protocol):
 
 
 # (repository, pull request, job payload) -> None to run, or why not (bot.trust.TrustGate)
-Gate = Callable[[Repository, PullRequest, dict[str, Any]], str | None]
+Gate = Callable[[Repository, PullRequest, dict[str, Any]], Hold | None]
 
 
 @dataclass
@@ -144,6 +155,9 @@ class AlignmentJob:
         try:
             with transient_failures(self.app, job.payload["installation_id"]):
                 return self._run(job, runs)
+        except InstallationGone as exc:  # no token: nothing can be posted, nor retried
+            log.info("job %d (%s): not checked: %s", job.id, job.key, exc)
+            return {"skipped": str(exc)}
         except Exception as exc:
             # a job another worker took over is that worker's to post: write nothing
             if runs and not will_retry(exc) and not isinstance(exc, JobLost):
@@ -190,14 +204,15 @@ class AlignmentJob:
         head_sha = payload["head_sha"]
         if pr.head.sha != head_sha or pr.state != "open":
             return {"skipped": "the pull request moved on (new head or closed)"}
+        unreadable: FileUnreadable | None = None
         try:
             text = read_text(repo, CONFIG_PATH, head_sha)
             if text is None:
                 return {"skipped": f"no {CONFIG_PATH}"}
-        except FileTooLarge:
-            text = None  # a config is there, but unreadable: the check run says so
-        if self.gate is not None and (reason := self.gate(repo, pr, payload)) is not None:
-            return {"skipped": reason}
+        except FileUnreadable as exc:
+            text, unreadable = None, exc  # a config is there, but unreadable: the run says so
+        if self.gate is not None and (hold := self.gate(repo, pr, payload)) is not None:
+            return _held(repo, head_sha, job.key, hold)
         ensure_current()  # a job another worker took over creates no check run here
         if self.sharding is not None:
             split = self.sharding.split_before(job)
@@ -208,9 +223,8 @@ class AlignmentJob:
         runs.append(run)
         started = time.monotonic()
         if text is None:
-            ctx, config = CheckContext(head_sha, "?", failure=TOO_LARGE, advice=(
-                f"Keep {CONFIG_PATH} small: it names the candidate, the op files and their "
-                "specs; the specs themselves belong in the repository's own files.")), None
+            assert unreadable is not None
+            ctx, config = _unreadable_config(head_sha, unreadable), None
         else:
             ctx, config = self.plan(repo, pr, head_sha, text, payload)
         if config is not None:
@@ -306,6 +320,26 @@ class AlignmentJob:
             ctx.failure = result.reason or "the engine produced no report"
             ctx.advice = ("The pull request's setup commands and spec files run in a sandbox "
                           "without network or secrets; the reason above says what stopped it.")
+
+
+def _unreadable_config(head_sha: str, error: FileUnreadable) -> CheckContext:
+    """The check of a head whose configuration GitHub will not hand over as a file."""
+    if isinstance(error, FileTooLarge):
+        return CheckContext(head_sha, "?", failure=TOO_LARGE, advice=(
+            f"Keep {CONFIG_PATH} small: it names the candidate, the op files and their "
+            "specs; the specs themselves belong in the repository's own files."))
+    return CheckContext(head_sha, "?", failure=str(error), advice=error.advice)
+
+
+def _held(repo: Repository, head_sha: str, key: str, hold: Hold) -> dict[str, Any]:
+    """The gate keeps this head from running: its check run says why and what to do (a hold
+    without a title, e.g. ``trust.outside_contributors: skip``, posts none)."""
+    if hold.title is not None:
+        ensure_current()  # a job another worker took over posts nothing
+        run = _check_run(repo, head_sha, key)
+        run.edit(status="completed", conclusion=hold.conclusion,
+                 output={"title": hold.title, "summary": hold.summary})
+    return {"skipped": hold.reason}
 
 
 def _describe(config: RepoConfig) -> str:

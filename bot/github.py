@@ -41,6 +41,8 @@ MAX_DOWNLOAD = 512 * 1024 * 1024
 MAX_CONTENT = 1024 * 1024
 # GitHub: after a secondary rate limit without Retry-After, wait at least a minute.
 SECONDARY_RATE_WAIT = timedelta(minutes=1)
+# An installation whose token request answered 404 is not asked for again this long.
+GONE_FOR = timedelta(minutes=1)
 
 
 class RateLimited(Exception):
@@ -55,17 +57,60 @@ class RateLimited(Exception):
         self.retry_at = retry_at
 
 
-class FileTooLarge(Exception):
-    """A repository file larger than the contents API serves (1 MB): no retry will fetch it."""
+class FileUnreadable(Exception):
+    """A repository file GitHub will not hand over as a file's text: a fact about the
+    repository, not a bug, so it is logged without a traceback and never retried. ``advice``
+    says what to change in the repository."""
 
     transient = False
-    expected = True  # a fact about the repository, not a bug: logged without a traceback
+    expected = True
+    advice = ""
+
+    def __init__(self, path: str, message: str) -> None:
+        self.path = path
+        super().__init__(message)
+
+
+class FileTooLarge(FileUnreadable):
+    """A repository file larger than the contents API serves (1 MB): no retry will fetch it."""
+
+    advice = "Keep the file under 1 MB."
 
     def __init__(self, path: str, size: int | None = None, limit: int = MAX_CONTENT) -> None:
-        self.path, self.size, self.limit = path, size, limit
+        self.size, self.limit = size, limit
         found = f" ({size} bytes)" if size else ""
-        super().__init__(f"{path} is too large{found}: GitHub's contents API serves files up to "
-                         f"1 MB ({limit} bytes)")
+        super().__init__(path, f"{path} is too large{found}: GitHub's contents API serves "
+                               f"files up to 1 MB ({limit} bytes)")
+
+
+class NotAFile(FileUnreadable):
+    """The path is a symbolic link that leads out of the repository (or to a folder, or to
+    nothing), or a submodule: GitHub answers with what the entry is instead of a file."""
+
+    advice = ("Put the file itself at this path (a link is followed only to a file inside "
+              "the repository).")
+
+    def __init__(self, path: str, kind: str, target: str | None = None) -> None:
+        self.kind, self.target = kind, target
+        what = {"symlink": "a symbolic link", "submodule": "a submodule"}.get(kind, f"a {kind}")
+        to = f" to {target!r}" if target else ""
+        super().__init__(path, f"{path} is {what}{to}, not a file in the repository: "
+                               "alignbot reads only a regular file there")
+
+
+class InstallationGone(Exception):
+    """GitHub does not know the installation (its token request answers 404): the App was
+    removed from the account, or the webhook named an installation that was never this App's.
+    Nothing can be done for it and no retry changes that: logged in one line, never
+    retried, and the token is not asked for again for ``GONE_FOR``."""
+
+    transient = False
+    expected = True
+
+    def __init__(self, installation_id: int) -> None:
+        self.installation_id = installation_id
+        super().__init__(f"GitHub does not know installation {installation_id} (its token "
+                         "request answered 404: removed, or never this App's)")
 
 
 @dataclass(frozen=True)
@@ -122,8 +167,10 @@ def api_options(settings: Settings) -> ApiOptions:
 def read_text(repo: Repository, path: str, ref: str) -> str | None:
     """A file's text at ``ref``, or None when it does not exist (or is a folder).
 
-    ``FileTooLarge`` when GitHub will not serve it through the contents API: a 403 with the
-    error code ``too_large``, or a file over 1 MB served without its content.
+    ``FileTooLarge`` when GitHub will not serve it through the contents API (a 403 with the
+    error code ``too_large``, or a file over 1 MB served without its content); ``NotAFile``
+    when the path is a symbolic link GitHub does not follow (one that leads out of the
+    repository) or a submodule. Both are ``FileUnreadable``: expected, never retried.
     """
     try:
         content = repo.get_contents(path, ref=ref)
@@ -135,8 +182,13 @@ def read_text(repo: Repository, path: str, ref: str) -> str | None:
         raise
     if isinstance(content, list):
         return None
+    if content.type != "file":
+        target = content.raw_data.get("target")
+        raise NotAFile(path, str(content.type), target if isinstance(target, str) else None)
     if (content.size or 0) > MAX_CONTENT or content.encoding == "none":
         raise FileTooLarge(path, content.size)
+    if content.encoding != "base64":
+        raise NotAFile(path, f"file GitHub sent as {content.encoding!r}")
     return content.decoded_content.decode("utf-8", errors="replace")
 
 
@@ -277,18 +329,30 @@ class GitHubApp:
         if observe is not None:
             observe_requests(self._integration.requester, observe, self._prefix)
         self._tokens: dict[int, tuple[str, datetime]] = {}
+        self._gone: dict[int, datetime] = {}  # installation id -> when its token 404ed
         self._lock = threading.Lock()
         self._login: str | None = None
         self.tokens_issued = 0
 
     def installation_token(self, installation_id: int) -> str:
-        """A cached token, renewed ``REFRESH_MARGIN`` before it expires."""
+        """A cached token, renewed ``REFRESH_MARGIN`` before it expires. ``InstallationGone``
+        when GitHub does not know the installation (asked once per ``GONE_FOR``)."""
         with self._lock:
             cached = self._tokens.get(installation_id)
             now = datetime.now(UTC)
             if cached is not None and cached[1] - REFRESH_MARGIN > now:
                 return cached[0]
-            access = self._integration.get_access_token(installation_id)
+            gone = self._gone.get(installation_id)
+            if gone is not None and now - gone < GONE_FOR:
+                raise InstallationGone(installation_id)
+            try:
+                access = self._integration.get_access_token(installation_id)
+            except GithubException as exc:
+                if exc.status != 404:
+                    raise
+                self._gone[installation_id] = now
+                raise InstallationGone(installation_id) from None
+            self._gone.pop(installation_id, None)
             expires = access.expires_at or now + timedelta(hours=1)
             if expires.tzinfo is None:
                 expires = expires.replace(tzinfo=UTC)
@@ -310,6 +374,28 @@ class GitHubApp:
         if self.observe is not None:
             observe_requests(gh.requester, self.observe, self._prefix)
         return gh
+
+    def repo_full_name(self, installation_id: int, full_name: str) -> str | None:
+        """Where ``full_name`` is now, as the installation sees it (GitHub redirects a renamed
+        or transferred repository's old name), or None when it sees nothing there
+        (``bot.tenancy.Directory``)."""
+        try:
+            return str(self.client(installation_id).get_repo(full_name).full_name)
+        except GithubException as exc:
+            if exc.status == 404:
+                return None
+            raise
+
+    def repo_installation(self, full_name: str) -> int | None:
+        """The id of this App's installation that holds ``full_name``, or None
+        (``bot.tenancy.Directory``)."""
+        owner, _, name = full_name.partition("/")
+        try:
+            return int(self._integration.get_repo_installation(owner, name).id)
+        except GithubException as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def bot_login(self) -> str:
         """``<app slug>[bot]``: the author of the app's own comments."""

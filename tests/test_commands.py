@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -41,6 +41,7 @@ from bot.demo import running as running_service
 from bot.demo import seed as demo_seed
 from bot.demo import wait_for as wait_until
 from bot.github import ApiOptions, GitHubApp
+from bot.policy import SEEN_AT
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
 from bot.sandbox import SandboxResult
 from bot.storage import UPSTREAM, make_engine, migrate, utcnow
@@ -85,6 +86,22 @@ def sha(label: str) -> str:
 
 
 @dataclass
+class Clock:
+    """The GitHub test server's clock in these tests: it moves only when told, a minute at a
+    time, so that pushes and comments are in order (GitHub's times have whole seconds)."""
+
+    now: datetime = field(default_factory=lambda: utcnow().replace(microsecond=0)
+                          - timedelta(days=1))
+
+    def __call__(self) -> datetime:
+        return self.now
+
+    def tick(self) -> datetime:
+        self.now += timedelta(minutes=1)
+        return self.now
+
+
+@dataclass
 class Env:
     """The GitHub test server with one pull request, a database and the two job handlers."""
 
@@ -93,9 +110,12 @@ class Env:
     job: CommandJob
     align: AlignmentJob
     head: str
+    clock: Clock
 
     def comment(self, body: str, user: str, number: int = NUMBER) -> dict[str, Any]:
-        """``user`` comments ``body``; the webhook's job runs; returns its result."""
+        """``user`` comments ``body`` a minute after whatever happened last; the webhook's job
+        runs; returns its result."""
+        self.clock.tick()
         comment = self.github.add_comment(OWNER, REPO, number, body, user)
         payload = self.github.webhook("issue_comment.created", OWNER, REPO,
                                       comment_id=comment.id)
@@ -114,7 +134,8 @@ class Env:
         return [r.content for r in self.github.comments[comment_id].reactions]
 
     def align_jobs(self) -> list[JobRecord]:
-        return self.queue.list(kind="align")
+        """The ``align`` jobs queued by commands (not by ``pull_request`` webhooks)."""
+        return [job for job in self.queue.list(kind="align") if SEEN_AT not in job.payload]
 
     def run_align(self) -> dict[str, Any] | None:
         """Claim the next queued ``align`` job and run it (with the fake sandbox)."""
@@ -162,15 +183,27 @@ def seed(github: GitHubServer, config: str = CONFIG, association: str = "CONTRIB
 
 
 def make_env(github: GitHubServer, tmp_path: Path, **seeding: Any) -> Env:
+    clock = Clock()
+    github.clock = clock
     head = seed(github, **seeding)
     engine = make_engine(f"sqlite:///{tmp_path / 'bot.db'}")
     migrate(engine)
     queue = SqlJobQueue(engine)
     app = GitHubApp(github.app_id, github.private_key_pem, ApiOptions(
         base_url=github.url, seconds_between_writes=0, retries=0))
-    return Env(github, queue, CommandJob(app, queue, engine),
-               AlignmentJob(app, queue, sandbox=fake_sandbox, gate=TrustGate(engine, app)),
-               head)
+    env = Env(github, queue, CommandJob(app, queue, engine),
+              AlignmentJob(app, queue, sandbox=fake_sandbox, gate=TrustGate(engine, app)),
+              head, clock)
+    opened(env)
+    return env
+
+
+def opened(env: Env) -> None:
+    """The ``pull_request.opened`` webhook's job, queued and done: the App saw the head."""
+    open_pull_request(env)
+    job = env.queue.claim("test")
+    assert job is not None and SEEN_AT in job.payload
+    env.queue.complete(job.id, {"skipped": "not run here"})
 
 
 @pytest.fixture()
@@ -353,7 +386,7 @@ def test_track_registers_an_upstream_item_once(env: Env) -> None:
     assert result["commands"][0]["accepted"]
     assert "is already tracked" in env.replies()[-1] and "by wes" in env.replies()[-1]
     assert len(_watched(env)) == 1
-    row = upstream_item(env.job.engine, UPSTREAM_PR)
+    row = upstream_item(env.job.engine, UPSTREAM_PR, f"{OWNER}/{REPO}")
     assert row is not None and row.registered_by == "wes"
     env.comment("/track https://github.com/pytorch/pytorch/issues/7", "ada")
     assert [(w["kind"], w["number"]) for w in _watched(env)] == [("pr", 4242), ("issue", 7)]
@@ -469,6 +502,7 @@ def test_a_members_pull_request_may_be_aligned_by_its_author(github_server: GitH
 
 
 def test_a_rerun_job_neither_acts_nor_replies_twice(env: Env) -> None:
+    env.clock.tick()
     comment = env.github.add_comment(OWNER, REPO, NUMBER, "/align\n/help\n/align --n 0", "wes")
     payload = env.github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
     (request,) = on_issue_comment(Event("issue_comment", "created", "d-1", payload))
@@ -534,6 +568,7 @@ def push(env: Env) -> str:
     issue = env.github.pull(OWNER, REPO, NUMBER)
     assert issue.pull is not None
     new = sha(f"push {len(issue.pull.commits)}")
+    env.clock.tick()
     env.github.push(OWNER, REPO, NUMBER, new)
     env.head = new
     open_pull_request(env, "synchronize")
@@ -551,21 +586,27 @@ def test_an_outside_pull_request_waits_for_ok_to_test(env: Env) -> None:
     env.run_align()
     (waiting,) = waiting_comments(env)
     assert env.head[:12] in waiting and "/ok-to-test" in waiting
-    assert env.github.check_runs_for(OWNER, REPO) == []
+    (held,) = env.github.check_runs_for(OWNER, REPO)  # the head's check run says so too
+    assert (held.status, held.conclusion) == ("completed", "action_required")
+    assert env.head[:12] in held.output["title"] and "/ok-to-test" in held.output["summary"]
 
     assert env.comment("/ok-to-test", "ada")["commands"][0]["accepted"]
     result = env.run_align()
     assert result is not None and result["conclusion"] == "success"
-    assert len(env.github.check_runs_for(OWNER, REPO, env.head)) == 1
+    (run,) = env.github.check_runs_for(OWNER, REPO, env.head)  # the same run, now checked
+    assert run.id == held.id and run.conclusion == "success"
 
+    approved = env.head
     pushed = push(env)  # a new head needs a new go-ahead
     assert env.run_align() == {"skipped": "waiting for a maintainer's /ok-to-test"}
     (waiting,) = waiting_comments(env)  # the same comment, now about the new head
-    assert pushed[:12] in waiting
-    assert env.github.check_runs_for(OWNER, REPO, pushed) == []
+    assert pushed[:12] in waiting and approved[:12] in waiting and "`ada`" in waiting
+    (held,) = env.github.check_runs_for(OWNER, REPO, pushed)
+    assert held.conclusion == "action_required" and approved[:12] in held.output["summary"]
     env.comment("/ok-to-test", "wes")
     env.run_align()
-    assert len(env.github.check_runs_for(OWNER, REPO, pushed)) == 1
+    (run,) = env.github.check_runs_for(OWNER, REPO, pushed)
+    assert run.conclusion == "success"
 
 
 def test_trust_carries_over_pushes_when_configured(github_server: GitHubServer,
@@ -656,3 +697,36 @@ def test_a_forged_reply_marker_is_not_the_reply(env: Env) -> None:
     env.run(on_issue_comment(Event("issue_comment", "created", "d-f", payload)))
     (reply,) = env.replies()
     assert reply.startswith(f"<!-- alignbot:command comment:{comment.id} -->")
+
+
+def test_a_review_approves_the_commit_it_was_written_on(env: Env) -> None:
+    open_pull_request(env)
+    env.run_align()
+    reviewed = env.head
+    env.clock.tick()
+    review = env.github.add_review(OWNER, REPO, NUMBER, "wes", "COMMENTED", "/ok-to-test",
+                                   commit_id=reviewed)
+    pushed = push(env)  # the review is submitted after this push, but names its commit
+    payload = env.github.webhook("pull_request_review.submitted", OWNER, REPO, number=NUMBER,
+                                 review_id=review.id)
+    env.run(on_review(Event("pull_request_review", "submitted", "d-rv", payload)))
+    assert is_ok(env.job.engine, f"{OWNER}/{REPO}", NUMBER, reviewed, carry_over=False)
+    assert not is_ok(env.job.engine, f"{OWNER}/{REPO}", NUMBER, pushed, carry_over=False)
+    (reply,) = [body for body in env.replies() if "review:" in body]
+    assert reviewed[:12] in reply and pushed[:12] in reply
+
+
+def test_a_maintainers_align_runs_only_the_head_it_was_written_on(env: Env) -> None:
+    env.clock.tick()
+    written = env.head
+    comment = env.github.add_comment(OWNER, REPO, NUMBER, "/align", "wes")
+    payload = env.github.webhook("issue_comment.created", OWNER, REPO, comment_id=comment.id)
+    pushed = push(env)  # lands before the comment's job runs
+    (result,) = env.run(on_issue_comment(Event("issue_comment", "created", "d-a", payload)))
+    assert not result["commands"][0]["accepted"]
+    assert [job.payload.get("approved_by") for job in env.align_jobs()] == []
+    reply = env.replies()[-1]
+    assert written[:12] in reply and pushed[:12] in reply and "again" in reply
+    assert env.comment("/align", "wes")["commands"][0]["accepted"]  # written on the new head
+    (job,) = env.align_jobs()
+    assert (job.payload["head_sha"], job.payload["approved_by"]) == (pushed, "wes")

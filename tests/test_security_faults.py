@@ -1,6 +1,8 @@
 """GitHub's faults end to end, through `alignbot serve` and the GitHub test server: a rate limit
-longer than the wait bound, an outage, an outage past the retry horizon, and a configuration
-file GitHub will not serve. Webhook in, what GitHub saw out, and the service's log."""
+longer than the wait bound, an outage, an outage past the retry horizon, a configuration file
+GitHub will not serve (over 1 MB, or a link out of the repository, on the head or the base
+branch), and webhooks for an installation GitHub does not know. Webhook in, what GitHub saw
+out, and the service's log."""
 
 from __future__ import annotations
 
@@ -9,11 +11,13 @@ from typing import Any
 
 import pytest
 from service import NUMBER, OWNER, REPO, Service, completed
+from service import open_pull as service_open_pull
 
 from bot import alignment
-from bot.demo import _files, _patch, _sha, seed, wait_for
+from bot.demo import INSTALLATION, _files, _patch, _sha, seed, wait_for
 from bot.queue import JobRecord, JobState, SqlJobQueue
 from bot.storage import make_engine
+from bot.testing.github import Link
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -165,3 +169,107 @@ def test_a_config_over_1_mb_fails_the_check_without_crashing(
     assert run.status == "completed" and run.conclusion == "failure"
     text = " ".join(str(run.output.get(key) or "") for key in ("title", "summary", "text"))
     assert "1 MB" in text and CONFIG in text
+
+
+def quiet_pull(github: Any, base: dict[str, bytes], head: dict[str, bytes],
+               association: str = "MEMBER") -> str:
+    """Pull request #1 from ``base`` to ``head``, changing only NOTES (its check needs no
+    sandbox), delivered as opened to nobody yet; its head sha."""
+    return service_open_pull(github, base, {**head, "NOTES": b"notes\n"}, title="Notes",
+                             association=association)
+
+
+def check_text(run: Any) -> str:
+    return " ".join(str(run.output.get(key) or "") for key in ("title", "summary", "text"))
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_webhooks_for_an_installation_github_does_not_know_log_one_line(
+        github_server: Any, make_service: Any, known: bool) -> None:
+    github = github_server
+    service = make_service()
+    base = _files(ROOT / "examples" / "fastops")
+    quiet_pull(github, base, base)
+    opened = github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER)
+    made = github.add_comment(OWNER, REPO, NUMBER, "/help", "mia")
+    commented = github.webhook("issue_comment.created", OWNER, REPO, comment_id=made.id)
+    installation = INSTALLATION
+    if known:  # the App was uninstalled after GitHub sent these
+        github.remove_installation(INSTALLATION)
+    else:  # webhooks naming an installation that was never this App's
+        installation = 999_999
+        for payload in (opened, commented):
+            payload["installation"]["id"] = installation
+    for event, payload in (("pull_request", opened), ("issue_comment", commented)):
+        assert service.deliver(github, event, payload).status_code == 202
+    engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
+    try:
+        queue = SqlJobQueue(engine)
+        wait_for(lambda: len(queue.list()) == 2 and all(
+            job.state in (JobState.DONE, JobState.FAILED) for job in queue.list()),
+            TIMEOUT, "both jobs to end")
+    finally:
+        engine.dispose()
+
+    assert_no_traceback(service)
+    assert github.count("POST", rf"/app/installations/{installation}/access_tokens$") == 1
+    said = [line for line in service.log_text().splitlines()
+            if f"does not know installation {installation}" in line]
+    assert len(said) == 2, said  # one line for each webhook's job
+    assert github.check_runs_for(OWNER, REPO) == []
+    assert [c for c in github.comments_on(OWNER, REPO, NUMBER) if c.user.type == "Bot"] == []
+
+
+@pytest.mark.parametrize("target", ["/etc/alignbot.yml", "../../alignbot.yml", "missing.yml"])
+def test_a_config_that_is_a_symbolic_link_out_of_the_repository_fails_the_check(
+        github_server: Any, make_service: Any, target: str) -> None:
+    github = github_server
+    service = make_service()
+    base = _files(ROOT / "examples" / "fastops")
+    head = deliver_opened(github, service, quiet_pull(github, base, {
+        **base, CONFIG: Link(target.encode())}))
+    wait_for(lambda: finished(service), TIMEOUT, "the job")
+
+    assert_no_traceback(service)
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    assert run.status == "completed" and run.conclusion == "failure"
+    text = check_text(run)
+    assert f"{CONFIG} is a symbolic link to '{target}'" in text and "regular file" in text
+    assert align_jobs(service)[-1].state is JobState.DONE
+    assert any(f"{target[:12]}" in c.body for c in github.comments_on(OWNER, REPO, NUMBER))
+
+
+def test_a_config_linked_to_a_file_of_the_repository_is_read(
+        github_server: Any, make_service: Any) -> None:
+    github = github_server
+    service = make_service()
+    base = _files(ROOT / "examples" / "fastops")
+    head = deliver_opened(github, service, quiet_pull(github, base, {
+        **base, "config/alignbot.yml": base[CONFIG], CONFIG: Link(b"../config/alignbot.yml")}))
+    wait_for(lambda: finished(service), TIMEOUT, "the job")
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    assert run.conclusion == "success", check_text(run)
+
+
+@pytest.mark.parametrize("unreadable", ["too large", "a link out of the repository"])
+def test_an_unreadable_base_config_leaves_trust_at_its_defaults_and_ends_visibly(
+        github_server: Any, make_service: Any, unreadable: str) -> None:
+    """The trust gate reads the base branch's config; GitHub will not hand it over. Trust
+    defaults apply (an outsider's pull request waits), and the head's check run says so."""
+    github = github_server
+    service = make_service()
+    base = _files(ROOT / "examples" / "fastops")
+    broken = (base[CONFIG] + b"# padding\n" * 110_000 if unreadable == "too large"
+              else Link(b"/etc/alignbot.yml"))
+    head = deliver_opened(github, service, quiet_pull(
+        github, {**base, CONFIG: broken}, base, association="CONTRIBUTOR"))
+    wait_for(lambda: finished(service), TIMEOUT, "the job")
+
+    assert_no_traceback(service)
+    (job,) = align_jobs(service)
+    assert job.state is JobState.DONE, job.error
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    assert (run.status, run.conclusion) == ("completed", "action_required")
+    assert "/ok-to-test" in check_text(run) and head[:12] in check_text(run)
+    log = service.log_text()
+    assert log.count("trust defaults apply") == 1

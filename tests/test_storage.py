@@ -71,7 +71,8 @@ TABLES = {
     "reminder_api_calls", "upstream_items", "pr_ok_to_test", "reminder_sweep_lock",
 }  # revision 1's
 LATER_TABLES = {"shard_groups"}  # revision 2's
-HEAD = "0002"
+CHANGED_LATER = {"upstream_items"}  # revision 3: one row per upstream item and repository
+HEAD = "0003"
 
 
 @pytest.fixture()
@@ -207,9 +208,11 @@ def test_every_table_is_defined_once_in_the_storage_package() -> None:
 def test_revision_1_builds_exactly_the_schema_of_before() -> None:
     """The frozen revision 1 and today's tables both emit the DDL of the old code, statement
     for statement, on both dialects."""
+    same = TABLES - CHANGED_LATER
     for dialect, url in (("sqlite", "sqlite://"), ("postgresql", "postgresql+psycopg://")):
-        for metadata in (initial_schema(), Base.metadata):
-            assert sorted(emitted_ddl(metadata, url, TABLES)) == sorted(legacy_ddl(dialect))
+        assert sorted(emitted_ddl(initial_schema(), url, TABLES)) == sorted(legacy_ddl(dialect))
+        assert sorted(emitted_ddl(Base.metadata, url, same)) == sorted(
+            emitted_ddl(initial_schema(), url, same))
 
 
 # --------------------------------------------------------------------------- migrations
@@ -310,8 +313,8 @@ SECOND_REVISION = '''
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0003"
-down_revision = "0002"
+revision = "0004"
+down_revision = "0003"
 branch_labels = None
 depends_on = None
 
@@ -330,12 +333,12 @@ def test_a_later_revision_upgrades_a_database_from_before_migrations(
         engine: Engine, tmp_path: Path) -> None:
     scripts = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS, scripts, ignore=shutil.ignore_patterns("__pycache__"))
-    (scripts / "versions" / "v0003_priority.py").write_text(SECOND_REVISION)
+    (scripts / "versions" / "v0004_priority.py").write_text(SECOND_REVISION)
     create_legacy(engine)
     fill(engine)
     before = snapshot(engine)
 
-    assert migrate(engine, scripts=scripts) == "0003"
+    assert migrate(engine, scripts=scripts) == "0004"
 
     assert snapshot(engine) == before  # the app's tables do not read the new column
     with transaction(engine) as conn:
@@ -423,7 +426,7 @@ def test_second_ok_to_test_and_second_watch_of_a_url_change_nothing(engine: Engi
              "number": 9, "kind": "issue", "pr_repo": "org/a", "pr_number": 3}
     assert register_upstream(engine, registered_by="bob", **watch)
     assert not register_upstream(engine, registered_by="eve", **watch)
-    item = upstream_item(engine, watch["url"])
+    item = upstream_item(engine, watch["url"], "org/a")
     assert item is not None and item.registered_by == "bob"
 
 
@@ -441,3 +444,20 @@ def test_latest_jobs_newest_first_of_one_kind_key_and_state(engine: Engine) -> N
     assert [job.id for job in queue.latest("align", "o/r#1", JobState.FAILED)] == [3]
     assert [job.id for job in queue.latest("align", "o/r#1", limit=1)] == [4]
     assert queue.latest("align", "o/r#9") == []
+
+
+def test_revision_3_keeps_the_watched_items_and_lets_two_repositories_watch_one(
+        engine: Engine) -> None:
+    migrate(engine, "0002")
+    watch = {"url": "https://github.com/pytorch/pytorch/issues/9", "repo": "pytorch/pytorch",
+             "number": 9, "kind": "issue", "pr_number": 3, "created_at": T0, "state": "open"}
+    with transaction(engine) as conn:
+        conn.execute(insert(UPSTREAM).values(**watch, pr_repo="org/a", registered_by="bob"))
+    assert migrate(engine) == HEAD
+    assert schema_differences(engine) == []
+    assert register_upstream(engine, registered_by="eve", **{
+        k: v for k, v in watch.items() if k not in ("created_at", "state")}, pr_repo="other/b")
+    with transaction(engine) as conn:
+        rows = conn.execute(select(UPSTREAM.c.pr_repo, UPSTREAM.c.registered_by)
+                            .order_by(UPSTREAM.c.id)).all()
+    assert [tuple(row) for row in rows] == [("org/a", "bob"), ("other/b", "eve")]

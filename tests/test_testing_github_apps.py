@@ -18,6 +18,7 @@ from testing_github import (
     BASE,
     BASE_TREE,
     HEAD,
+    HEAD2,
     INSTALLATION,
     NAME,
     OWNER,
@@ -133,3 +134,28 @@ def test_installation_repositories_paginate(server: GitHubServer, integration: G
                       headers={"Authorization": f"token {token_for(server)}"})
     assert reply.json()["total_count"] == 5 and len(reply.json()["repositories"]) == 2
     assert 'rel="next"' in reply.headers["Link"] and 'rel="last"' in reply.headers["Link"]
+
+
+def test_a_removed_installation_is_unknown_and_its_tokens_stop(
+        server: GitHubServer, integration: GithubIntegration) -> None:
+    token = token_for(server)
+    server.remove_installation(INSTALLATION)
+    headers = {"Authorization": f"token {token}"}
+    assert httpx.get(f"{server.url}/repos/{OWNER}/{NAME}/pulls/7",
+                     headers=headers).status_code == 401  # Bad credentials
+    with pytest.raises(UnknownObjectException):  # GitHub's answer to the token request
+        integration.get_access_token(INSTALLATION)
+    with pytest.raises(UnknownObjectException):
+        integration.get_repo_installation(OWNER, NAME)
+    assert server.repo(OWNER, NAME).installation_id is None
+    assert integration.get_installations().totalCount == 0
+
+
+def test_the_clock_dates_what_happens(server: GitHubServer, gh: Github) -> None:
+    moment = datetime(2024, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
+    server.clock = lambda: moment
+    made = gh.get_repo(f"{OWNER}/{NAME}").get_issue(7).create_comment("hello")
+    assert made.created_at == moment.replace(microsecond=0)
+    server.push(OWNER, NAME, 7, HEAD2)
+    assert server.pull(OWNER, NAME, 7).updated_at == moment.replace(microsecond=0)
+    assert server.tokens and all(not t.expired for t in server.tokens.values())  # real time

@@ -9,7 +9,7 @@ import tarfile
 
 import httpx
 import pytest
-from github import Github, GithubException
+from github import Auth, Github, GithubException, GithubIntegration
 from github.GithubException import UnknownObjectException
 from testing_github import (
     BASE,
@@ -20,11 +20,12 @@ from testing_github import (
     INSTALLATION,
     NAME,
     OWNER,
+    fast,
     file_text,
     token_for,
 )
 
-from bot.testing.github import GitHubServer
+from bot.testing.github import GitHubServer, Link
 
 
 def test_repository_and_contents(server: GitHubServer, gh: Github) -> None:
@@ -106,3 +107,69 @@ def test_private_archive_needs_the_link_or_a_token(server: GitHubServer) -> None
     followed = httpx.get(f"{server.url}/repos/{OWNER}/secret/tarball/{BASE}", headers=headers,
                          follow_redirects=True)
     assert followed.status_code == 200 and followed.content[:2] == b"\x1f\x8b"
+
+
+def test_symlinks_are_followed_to_a_file_of_the_repository_only(server: GitHubServer) -> None:
+    tree = {**HEAD_TREE, "docs/config.yml": Link(b"../.alignbot.yml"),
+            "chain.yml": Link(b"docs/config.yml"), "out.yml": Link(b"/etc/passwd"),
+            "up.yml": Link(b"../../outside.yml"), "dir.yml": Link(b"ops"),
+            "dangling.yml": Link(b"missing.yml"), "loop.yml": Link(b"loop.yml")}
+    server.push(OWNER, NAME, 7, HEAD2, tree=tree)
+    headers = {"Authorization": f"token {token_for(server)}"}
+    url = f"{server.url}/repos/{OWNER}/{NAME}/contents/%s?ref={HEAD2}"
+
+    for followed in ("docs/config.yml", "chain.yml"):  # GitHub answers with the target file
+        reply = httpx.get(url % followed, headers=headers).json()
+        assert (reply["type"], reply["path"]) == ("file", ".alignbot.yml")
+        assert base64.b64decode(reply["content"]) == b"candidate: ops\n"
+    for name, target in (("out.yml", "/etc/passwd"), ("up.yml", "../../outside.yml"),
+                         ("dir.yml", "ops"), ("dangling.yml", "missing.yml"),
+                         ("loop.yml", "loop.yml")):
+        reply = httpx.get(url % name, headers=headers).json()
+        assert (reply["type"], reply["target"], reply["path"]) == ("symlink", target, name)
+        assert "content" not in reply and reply["size"] == len(target)
+    raw = httpx.get(url % "out.yml", headers={**headers, "Accept": "application/vnd.github.raw"})
+    assert raw.content == b"/etc/passwd"
+    pygithub = Github(auth=Auth.Token(token_for(server)), base_url=server.url,
+                      **fast()).get_repo(f"{OWNER}/{NAME}")
+    entry = pygithub.get_contents("out.yml", ref=HEAD2)
+    assert not isinstance(entry, list) and entry.type == "symlink"
+    assert entry.raw_data["target"] == "/etc/passwd"
+
+
+def test_a_moved_repository_answers_its_old_name_with_a_redirect(
+        server: GitHubServer, integration: GithubIntegration) -> None:
+    server.add_installation(5151, "other-org")
+    server.move_repo(OWNER, NAME, "other-org", "ops", installation_id=5151)
+    headers = {"Authorization": f"token {token_for(server, installation=5151)}"}
+    old = f"{server.url}/repos/{OWNER}/{NAME}"
+    moved = httpx.get(old, headers=headers)
+    assert moved.status_code == 301
+    repo_id = server.repo("other-org", "ops").id
+    assert moved.headers["Location"] == f"{server.url}/repositories/{repo_id}"
+    assert moved.json()["message"] == "Moved Permanently"
+    followed = httpx.get(old, headers=headers, follow_redirects=True).json()
+    assert followed["full_name"] == "other-org/ops" and followed["id"] == repo_id
+    gh = Github(auth=Auth.Token(token_for(server, installation=5151)), base_url=server.url,
+                **fast())
+    assert gh.get_repo(f"{OWNER}/{NAME}").full_name == "other-org/ops"  # PyGithub follows
+    assert integration.get_repo_installation(OWNER, NAME).id == 5151
+    before = Github(auth=Auth.Token(token_for(server)), base_url=server.url, **fast())
+    with pytest.raises(GithubException) as caught:  # the old owner's installation lost it
+        before.get_repo("other-org/ops").get_issue(7).create_comment("still mine?")
+    assert caught.value.status == 403
+
+
+def test_a_write_to_an_old_name_is_a_temporary_redirect(github_server: GitHubServer) -> None:
+    server = github_server
+    server.add_repo(OWNER, NAME, INSTALLATION, {BASE: BASE_TREE})
+    server.move_repo(OWNER, NAME, new_name="renamed")
+    headers = {"Authorization": f"token {token_for(server)}"}
+    reply = httpx.post(f"{server.url}/repos/{OWNER}/{NAME}/issues?x=1", headers=headers,
+                       json={"title": "t"})
+    repo_id = server.repo(OWNER, "renamed").id
+    assert reply.status_code == 307
+    assert reply.headers["Location"] == f"{server.url}/repositories/{repo_id}/issues?x=1"
+    assert server.created_issues(OWNER, "renamed") == []
+    again = httpx.post(reply.headers["Location"], headers=headers, json={"title": "t"})
+    assert again.status_code == 201 and again.json()["repository_url"].endswith("/renamed")

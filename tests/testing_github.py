@@ -96,10 +96,10 @@ def gh(integration: GithubIntegration) -> Github:
     return integration.get_github_for_installation(INSTALLATION)
 
 
-def token_for(server: GitHubServer, **body: Any) -> str:
+def token_for(server: GitHubServer, installation: int = INSTALLATION, **body: Any) -> str:
     """A fresh installation token, asked for over HTTP with a JWT."""
     app_jwt = Auth.AppAuth(server.app_id, server.private_key_pem).create_jwt()
-    reply = httpx.post(f"{server.url}/app/installations/{INSTALLATION}/access_tokens",
+    reply = httpx.post(f"{server.url}/app/installations/{installation}/access_tokens",
                        headers={"Authorization": f"Bearer {app_jwt}"}, json=body)
     assert reply.status_code == 201, reply.text
     return str(reply.json()["token"])

@@ -26,11 +26,19 @@ from ..config import RepoConfig, Trust
 from ..github import GitHubApp
 from ..markers import first_marked
 from ..output import COMMENT_LIMIT, fit
-from ..policy import base_config, pr_trusted
+from ..policy import (
+    WRITE_PERMISSIONS,
+    Unbound,
+    base_config,
+    head_at,
+    parse_time,
+    pr_trusted,
+    sightings,
+)
 from ..queue import JobQueue
+from ..tenancy import Tenant
 from .parser import Command
 
-WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 DEFAULT_TRACKER = "pytorch/pytorch"  # a repository without a readable config
 
 
@@ -50,6 +58,7 @@ class Refusal(StrEnum):
     FOREIGN_TRACKING_REPO = "foreign_tracking_repo"
     FILING_FAILED = "filing_failed"
     TRUST_SKIP = "trust_skip"
+    UNBOUND = "unbound"  # no head can be named as the one the comment was written on
     ONE_ALIGN = "one_align"  # a comment or review runs at most one check
 
 
@@ -106,6 +115,12 @@ class Request:
         self.source: str = payload["source"]
         self.source_id: int = payload["source_id"]
 
+    @property
+    def tenant(self) -> Tenant:
+        """Whom this command works for (``bot.tenancy``): every repository it names is
+        authorized against this."""
+        return Tenant(int(self.payload["installation_id"]), self.repo_name)
+
     @cached_property
     def gh(self) -> Github:
         return self.app.client(self.payload["installation_id"])
@@ -146,6 +161,17 @@ class Request:
     @cached_property
     def trusted(self) -> bool:
         return pr_trusted(self.engine, self.repo, self.pr, self.trust)
+
+    @cached_property
+    def written_head(self) -> str | Unbound:
+        """The head GitHub showed when the comment or review was written: a review names its
+        commit; a comment's is read from the heads the App saw before its ``created_at``
+        (``policy.head_at``). A go-ahead applies to this commit only."""
+        commit = self.payload.get("commit_id")
+        if isinstance(commit, str) and commit:
+            return commit
+        return head_at(sightings(self.engine, self.repo_name, self.number),
+                       parse_time(self.payload.get("created_at")), self.pr.head.sha)
 
     def find_reply(self) -> Any:
         """The app's reply to this comment or review (by its author and its marker at the

@@ -10,7 +10,7 @@ import hashlib
 from datetime import datetime, timedelta
 from typing import Any, cast
 
-from sqlalchemy import Engine, Row, delete, func, select
+from sqlalchemy import Engine, Row, Select, delete, func, select
 
 from ..engine_report import stored_findings
 from ..jobs import ALIGN, ALIGN_SHARD
@@ -95,19 +95,28 @@ def latest_report(queue: JobQueue, repo: str, number: int
 def register_upstream(engine: Engine, *, url: str, repo: str, number: int, kind: str,
                       registered_by: str, pr_repo: str, pr_number: int | None,
                       tracking_repo: str | None = None) -> bool:
-    """Add an issue or pull request to the weekly upstream watch (``upstream_items``, see
-    ``bot/reminders/``); False, changing nothing, when ``url`` is already watched."""
+    """Add an issue or pull request to the weekly upstream watch of ``pr_repo``
+    (``upstream_items``, see ``bot/reminders/``); False, changing nothing, when ``pr_repo``
+    already watches ``url``. Another repository's watch of the same item is its own row."""
     values = {"url": url, "repo": repo, "number": number, "kind": kind,
               "registered_by": registered_by, "pr_repo": pr_repo, "pr_number": pr_number,
               "tracking_repo": tracking_repo, "created_at": utcnow()}
     with transaction(engine) as conn:
-        return insert_ignore(conn, UPSTREAM, values, keys=["url"])
+        if conn.execute(_watching(url, pr_repo)).first() is not None:
+            return False
+        return insert_ignore(conn, UPSTREAM, values, keys=["url", "pr_repo"])
 
 
-def upstream_item(engine: Engine, url: str) -> Row[Any] | None:
-    """The ``upstream_items`` row watching ``url``, or None."""
+def upstream_item(engine: Engine, url: str, pr_repo: str) -> Row[Any] | None:
+    """The ``upstream_items`` row with which ``pr_repo`` watches ``url``, or None."""
     with transaction(engine) as conn:
-        return conn.execute(select(UPSTREAM).where(UPSTREAM.c.url == url)).first()
+        return conn.execute(_watching(url, pr_repo)).first()
+
+
+def _watching(url: str, pr_repo: str) -> Select[Any]:
+    """GitHub's names ignore case: so do a URL and a repository here."""
+    return select(UPSTREAM).where(func.lower(UPSTREAM.c.url) == url.lower(),
+                                  func.lower(UPSTREAM.c.pr_repo) == pr_repo.lower())
 
 
 def reminder_settings(engine: Engine, repo: str, number: int) -> Row[Any] | None:

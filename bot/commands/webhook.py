@@ -13,16 +13,19 @@ from .parser import MAX_COMMANDS, command_lines, new_command_lines
 
 
 def _request(event: Event, source: str, source_id: int, number: int, actor: str,
-             created_at: str | None, lines: list[str]) -> JobRequest:
+             created_at: str | None, lines: list[str], commit_id: str | None = None
+             ) -> JobRequest:
     """The ``command`` job for one comment or review: at most ``MAX_COMMANDS`` lines, and how
-    many more there were (``ignored``; the reply says so)."""
+    many more there were (``ignored``; the reply says so). ``created_at`` (when the comment
+    was written) and a review's ``commit_id`` say which head a go-ahead is for."""
     repo = require(event.payload, "repository", "full_name", kind=str)
     installation = require(event.payload, "installation", "id", kind=int)
     return JobRequest(kind=JOB_KIND, key=f"{repo}#{number}/{source}/{source_id}", payload={
         "installation_id": installation, "repo": repo, "number": number,
         "source": source, "source_id": source_id, "actor": actor,
         "created_at": created_at, "commands": lines[:MAX_COMMANDS],
-        "ignored": max(0, len(lines) - MAX_COMMANDS), "delivery_id": event.delivery_id})
+        "ignored": max(0, len(lines) - MAX_COMMANDS), "delivery_id": event.delivery_id,
+        "commit_id": commit_id})
 
 
 def _optional(mapping: dict[str, Any], key: str, kind: type) -> Any:
@@ -72,7 +75,8 @@ def on_review(event: Event) -> list[JobRequest]:
     number = require(event.payload, "pull_request", "number", kind=int)
     return [_request(event, "review", require(review, "id", kind=int), number,
                      require(review, "user", "login", kind=str),
-                     _optional(review, "submitted_at", str), lines)]
+                     _optional(review, "submitted_at", str), lines,
+                     _optional(review, "commit_id", str))]
 
 
 def register(router: WebhookRouter) -> None:

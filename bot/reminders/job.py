@@ -29,7 +29,7 @@ from github import BadCredentialsException, GithubException
 from sqlalchemy import Engine
 
 from ..errors import TransientError, is_transient
-from ..github import GitHubApp, api_options, transient_failures
+from ..github import GitHubApp, InstallationGone, api_options, transient_failures
 from ..jobs import REMINDER_SWEEP as JOB_KIND
 from ..lease import Lease, default_owner
 from ..queue import JobQueue, JobRecord, JobRequest, JobState, SqlJobQueue
@@ -114,6 +114,8 @@ class SweepJob:
         except (GithubException, requests.RequestException) as exc:  # not transient
             self._stopped(report, state, f"GitHub error: {exc}"[:2000],
                           self.clock() + self.options.error_retry)
+        except InstallationGone as exc:  # removed while its webhook was missed
+            self._stopped(report, state, str(exc), self.clock() + self.options.error_retry)
         except Exception as exc:
             if is_transient(exc):  # the worker retries it; the cursor is saved
                 state.error = f"retrying: {exc}"[:2000]
@@ -153,13 +155,8 @@ class SweepJob:
             apis[installation_id].append(api)
             return api
 
-        def digest_api(tracking: str) -> tuple[Api, int] | None:
-            installation_id = self.store.installation_of(tracking)
-            return None if installation_id is None else (api_for(installation_id),
-                                                         installation_id)
-
         RepoSweep(self.store, state, api_for(state.installation_id), self.app.bot_login(),
-                  self.clock, ensure_current, report, self.hooks, digest_api,
+                  self.clock, ensure_current, report, self.hooks, self.app,
                   digest_lock=self._digest_lock, options=self.options).run(force)
 
     @contextmanager

@@ -39,6 +39,7 @@ from github import GithubException
 
 from ..config import CONFIG_PATH, ConfigError, Reminders, RepoConfig, glob_match, load_config
 from ..storage import Kind, Phase
+from ..tenancy import Directory
 from .api import PAGE, Api, ApiLimits
 from .codeowners import OwnerRule, codeowners_text, owners_of, parse_codeowners
 from .facts import PullFacts, Waiting, find_markers, is_bot, mentions, waiting_on
@@ -46,7 +47,7 @@ from .render import Reminder
 from .report import SweepReport
 from .schedule import Schedule, parse_time, search_time
 from .store import RepoState, Store
-from .upstream import DigestLock, DigestTarget, UpstreamWatch, no_lock
+from .upstream import DigestLock, UpstreamWatch, no_lock
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +111,7 @@ class RepoSweep:
     guard: Guard
     report: SweepReport
     hooks: SweepHooks
-    digest_api: DigestTarget
+    directory: Directory  # bot.tenancy: what GitHub says of a repository before a write
     digest_lock: DigestLock = no_lock
     options: SweepOptions = field(default_factory=SweepOptions)
     config: RepoConfig | None = None
@@ -178,7 +179,7 @@ class RepoSweep:
         if self.state.phase == Phase.UPSTREAM:
             tracking = self.config.upstream.tracking_repo if self.config is not None else None
             UpstreamWatch(self.store, self.api, self.bot_login, self.clock, self.guard,
-                          self.report, self.digest_api, self.digest_lock
+                          self.report, self.directory, self.digest_lock
                           ).run(self.state, tracking, self.schedule, slot)
         self.state.phase, self.state.finished_at = Phase.DONE, self.clock()
         self.state.next_check_at = self.schedule.following(slot)

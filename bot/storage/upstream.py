@@ -20,7 +20,9 @@ class UpstreamState(StrEnum):
 
 
 class UpstreamItem(Base):
-    """An upstream issue or pull request that a pull request here waits on.
+    """An upstream issue or pull request that a pull request here waits on: one row per
+    upstream item and repository here (two tenants watching one upstream issue have a row
+    each, and neither sees the other's).
 
     ``bot/commands/`` inserts rows (``/upstream … file``, ``/track URL``) with ``url``,
     ``repo``, ``number``, ``kind``, ``registered_by``, ``pr_repo``, ``pr_number`` (the rest
@@ -31,7 +33,7 @@ class UpstreamItem(Base):
     __tablename__ = "upstream_items"
 
     id: Mapped[int] = mapped_column(BigId, primary_key=True, autoincrement=True)
-    url: Mapped[str] = mapped_column(String(512), unique=True)
+    url: Mapped[str] = mapped_column(String(512))
     repo: Mapped[str] = mapped_column(String(255))  # upstream owner/name
     number: Mapped[int] = mapped_column(Integer)
     kind: Mapped[str] = mapped_column(String(8))  # "issue" | "pr"
@@ -45,7 +47,8 @@ class UpstreamItem(Base):
     tracking_repo: Mapped[str | None] = mapped_column(String(255))
     note: Mapped[str | None] = mapped_column(Text)
 
-    __table_args__ = (Index("ix_upstream_items_pr_repo", "pr_repo"),)
+    __table_args__ = (Index("ix_upstream_items_pr_repo", "pr_repo"),
+                      Index("ux_upstream_items_url_pr_repo", "url", "pr_repo", unique=True))
 
 
 class UpstreamFiling(Base):

@@ -1,6 +1,7 @@
 """``/upstream FINGERPRINT [file]``: reply with the finding's upstream draft; with ``file``, a
 maintainer opens (once per tracking repository and finding) an issue in the configured
-tracking repository of the same owner, and the issue joins the weekly upstream watch."""
+tracking repository, which this installation must hold under the same owner
+(``bot.tenancy``), and the issue joins the weekly upstream watch."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from sqlalchemy import delete, select, update
 from ...markers import first_marked
 from ...output import safe_title
 from ...storage import FILINGS, transaction, utcnow
+from ...tenancy import Access, NotAllowed, authorize
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused, render
 from ..parser import Command
 from ..state import register_upstream
@@ -35,9 +37,11 @@ def upstream(services: Services, request: Request, command: Command) -> Outcome:
     tracking = request.config.upstream.tracking_repo if request.config else None
     if tracking is None:
         return refused(Refusal.NO_TRACKING_REPO)
-    owner = request.repo_name.split("/")[0]
-    if tracking.split("/")[0].lower() != owner.lower():
-        return refused(Refusal.FOREIGN_TRACKING_REPO, tracking=tracking, owner=owner)
+    granted = authorize(request.tenant, tracking, Access.WRITE, request.app)
+    if isinstance(granted, NotAllowed):
+        return refused(Refusal.FOREIGN_TRACKING_REPO, tracking=tracking,
+                       owner=request.tenant.owner, denial=granted.denial)
+    tracking = granted.repo  # where GitHub says it is now
     filed = _file(services, request, tracking, checked)
     if isinstance(filed, Outcome):
         return filed

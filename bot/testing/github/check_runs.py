@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .errors import ApiError, invalid_request, not_found, validation_failed
-from .formats import parse_time, utcnow
+from .formats import parse_time
 from .handling import ApiBase
 from .model import CheckRun, Json
 from .routes import Call, Reply
@@ -37,9 +37,9 @@ class CheckRunsApi(ApiBase):
             run.status = "completed"
         if run.status == "completed":
             stamp = body.get("completed_at")
-            run.completed_at = parse_time(stamp) if stamp else (run.completed_at or utcnow())
+            run.completed_at = parse_time(stamp) if stamp else (run.completed_at or self.s.now())
         elif run.status == "in_progress" and run.started_at is None:
-            run.started_at = utcnow()
+            run.started_at = self.s.now()
         run.updates.append(body)
 
     def check_completed(self, run: CheckRun, body: Json) -> None:
@@ -58,7 +58,7 @@ class CheckRunsApi(ApiBase):
                 and r.head_sha == body["head_sha"]]
         suite = same[0].suite_id if same else self.s.next_id()
         run = CheckRun(self.s.next_id(), repo, body["name"], body["head_sha"], suite,
-                       started_at=utcnow())
+                       started_at=self.s.now())
         self.check_completed(run, body)
         self.apply_run(run, body)
         self.s.check_runs[run.id] = run

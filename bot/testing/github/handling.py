@@ -45,9 +45,40 @@ class ApiBase:
         self.validate_body(call)
         return call.route.handler(call)
 
-    def route(self, method: str, target: str, headers: dict[str, str]) -> Call:
-        """The call for the first matching route (404 when none)."""
+    def moved(self, method: str, target: str) -> tuple[Reply, str] | None:
+        """GitHub's answer to a repository's old name (renamed or transferred): 301 for a
+        read, 307 for anything else, to ``/repositories/{id}`` and the rest of the path; with
+        the template of the route the old path names."""
         path, query = split_target(target)
+        found = re.match(r"^/repos/([^/]+)/([^/]+)(/.*)?$", path)
+        if found is None:
+            return None
+        old = f"{unquote(found[1])}/{unquote(found[2])}".lower()
+        if old in self.s.repos or old not in self.s.moved:
+            return None
+        location = f"{self.s.url}/repositories/{self.s.moved[old]}{found[3] or ''}"
+        if query:
+            location += "?" + urlencode(query)
+        status = 301 if method in ("GET", "HEAD") else 307
+        message = "Moved Permanently" if status == 301 else "Temporary Redirect"
+        reply = Reply(status, {"message": message, "url": location,
+                               "documentation_url": f"{DOCS}/overview/"
+                                                    "resources-in-the-rest-api#http-redirects"},
+                      {"Location": location})
+        template = next((r.template for r in self.routes
+                         if r.method == method and r.pattern.match(path)), "")
+        return reply, template
+
+    def route(self, method: str, target: str, headers: dict[str, str]) -> Call:
+        """The call for the first matching route (404 when none); ``/repositories/{id}``
+        (where an old name redirects to) names the repository by id."""
+        path, query = split_target(target)
+        by_id = re.match(r"^/repositories/(\d+)(/.*)?$", path)
+        if by_id is not None:
+            repo = self.s.repo_by_id(int(by_id[1]))
+            if repo is None:
+                raise not_found()
+            path = f"/repos/{repo.full_name}{by_id[2] or ''}"
         for route in self.routes:
             found = route.pattern.match(path)
             if route.method == method and found:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from .errors import not_found, validation_failed
-from .formats import parse_time, utcnow
+from .formats import parse_time
 from .handling import ApiBase
 from .model import Comment, Issue, Reaction
 from .routes import Call, Reply
@@ -22,7 +22,7 @@ class IssuesApi(ApiBase):
             raise validation_failed("Issue", "body", "custom",
                                     f"body is too long (maximum is {COMMENT_LIMIT} characters)")
         taken = [number for (repo_id, number) in self.s.issues if repo_id == repo.id]
-        moment = utcnow()
+        moment = self.s.now()
         issue = Issue(
             repo, max(taken, default=0) + 1, self.s.next_id(), str(body["title"]),
             body.get("body"), self.actor(call), moment, moment,
@@ -62,7 +62,7 @@ class IssuesApi(ApiBase):
         """POST /repos/{owner}/{repo}/issues/{issue_number}/comments."""
         issue = self.issue(call)
         self.check_comment_body(call.json["body"], creating=True)
-        moment = utcnow()
+        moment = self.s.now()
         comment = Comment(
             self.s.next_id(), issue.repo, issue.number, call.json["body"], self.actor(call),
             moment, moment, "NONE", via_app=True,
@@ -91,7 +91,7 @@ class IssuesApi(ApiBase):
         self.actor(call)
         self.check_comment_body(call.json["body"], creating=False)
         comment.body = call.json["body"]
-        comment.updated_at = utcnow()
+        comment.updated_at = self.s.now()
         self.s.issues[(comment.repo.id, comment.issue_number)].updated_at = comment.updated_at
         return Reply(200, self.v.comment(comment))
 
@@ -102,6 +102,6 @@ class IssuesApi(ApiBase):
         for reaction in comment.reactions:
             if reaction.user is user and reaction.content == content:
                 return Reply(200, self.v.reaction(reaction))
-        reaction = Reaction(self.s.next_id(), user, content, utcnow())
+        reaction = Reaction(self.s.next_id(), user, content, self.s.now())
         comment.reactions.append(reaction)
         return Reply(201, self.v.reaction(reaction))

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import posixpath
 from datetime import timedelta
 
-from .archives import build_tarball
+from .archives import Link, build_tarball
 from .errors import DOCS, ApiError, not_found
 from .formats import random_token, utcnow
 from .handling import ApiBase
@@ -24,6 +25,24 @@ TOO_LARGE_MESSAGE = (
 )
 
 
+def link_target(tree: dict[str, bytes], path: str, hops: int = 40) -> str | None:
+    """The regular file the link at ``path`` leads to inside ``tree`` (through other links,
+    as git resolves them), or None when it leads out of the repository, to a folder or to
+    nothing."""
+    for _ in range(hops):
+        data = tree.get(path)
+        if not isinstance(data, Link):
+            return path if data is not None else None
+        target = data.decode(errors="replace")
+        if target.startswith("/"):
+            return None
+        joined = posixpath.normpath(posixpath.join(posixpath.dirname(path), target))
+        if joined == ".." or joined.startswith("../"):
+            return None
+        path = joined
+    return None  # a loop
+
+
 class ReposApi(ApiBase):
     """GET /repos/{owner}/{repo}, contents, tarballs, commits and permissions."""
 
@@ -38,7 +57,13 @@ class ReposApi(ApiBase):
         sha = self.resolve(repo, ref)
         tree, path = repo.trees[sha], call.params.get("path", "").strip("/")
         if path in tree:
-            return self.file_content(call, repo, ref, sha, path, tree[path])
+            data = tree[path]
+            if isinstance(data, Link):  # followed only to a regular file of the repository
+                target = link_target(tree, path)
+                if target is None:
+                    return self.symlink_content(call, repo, ref, sha, path, data)
+                path, data = target, tree[target]
+            return self.file_content(call, repo, ref, sha, path, data)
         listing = self.listing(repo, ref, sha, path)
         if not listing:
             raise not_found(f"{DOCS}/repos/contents#get-repository-content")
@@ -63,6 +88,17 @@ class ReposApi(ApiBase):
         if len(data) > CONTENT_JSON_LIMIT:
             entry.update(content="", encoding="none")
         return Reply(200, entry)
+
+    def symlink_content(
+        self, call: Call, repo: Repo, ref: str, sha: str, path: str, link: Link
+    ) -> Reply:
+        """A link GitHub does not follow (out of the repository, to a folder, to nothing): the
+        object describing the link itself, or with the raw media type the link's blob."""
+        if call.headers.get("accept", "").lower().startswith(RAW_MEDIA):
+            return Reply(200, raw=bytes(link),
+                         content_type="application/vnd.github.raw; charset=utf-8",
+                         headers={"X-GitHub-Media-Type": "github.raw; format=raw"})
+        return Reply(200, self.v.symlink(repo, ref, sha, path, link))
 
     def listing(self, repo: Repo, ref: str, sha: str, folder: str) -> list[Json]:
         """Entries directly inside `folder` ("" for the root) at commit `sha`."""

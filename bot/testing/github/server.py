@@ -166,6 +166,9 @@ class GitHubServer(FaultInjection):
         self, method: str, target: str, headers: dict[str, str], raw: bytes
     ) -> tuple[Reply, str | None]:
         template = None
+        moved = self._api.moved(method, target)
+        if moved is not None:
+            return moved
         try:
             call = self._api.route(method, target, headers)
             template = call.route.template

@@ -5,7 +5,7 @@ from __future__ import annotations
 import itertools
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -89,6 +89,7 @@ class GitHubState:
         self.bot = self.user(f"{app_slug}[bot]", "Bot")
         self.installations: dict[int, Installation] = {}
         self.repos: dict[str, Repo] = {}
+        self.moved: dict[str, int] = {}  # a renamed or transferred repository's old names
         self.issues: dict[tuple[int, int], Issue] = {}
         self.comments: dict[int, Comment] = {}
         self.check_runs: dict[int, CheckRun] = {}
@@ -98,6 +99,13 @@ class GitHubState:
         self.exchanges: list[Exchange] = []
         self.errors: list[str] = []
         self._url: str | None = None
+        # When things happen (comments, pushes, check runs, issues): a test may set its own
+        # clock. Tokens and download links expire on the real one, as clients check them.
+        self.clock: Callable[[], datetime] = utcnow
+
+    def now(self) -> datetime:
+        """The server's time, to the second, as GitHub reports it."""
+        return self.clock().astimezone(UTC).replace(microsecond=0)
 
     @property
     def url(self) -> str:
@@ -129,9 +137,22 @@ class GitHubState:
         """Install the App on `account` (repositories join it through `add_repo`)."""
         with self.lock:
             owner = self.user(account, account_type)
-            installation = Installation(installation_id, owner, utcnow(), repository_selection)
+            installation = Installation(installation_id, owner, self.now(), repository_selection)
             self.installations[installation_id] = installation
             return installation
+
+    def remove_installation(self, installation_id: int) -> None:
+        """Uninstall the App from an account: GitHub forgets the installation (its token
+        requests answer 404), its repositories stay but are no longer the App's, and the
+        tokens it issued stop working."""
+        with self.lock:
+            del self.installations[installation_id]
+            for repo in self.repos.values():
+                if repo.installation_id == installation_id:
+                    repo.installation_id = None
+            issued = [v for v, t in self.tokens.items() if t.installation_id == installation_id]
+            for value in issued:
+                del self.tokens[value]
 
     def add_repo(
         self,
@@ -155,7 +176,7 @@ class GitHubState:
                 self.add_installation(installation_id, owner, owner_type)
             repo = Repo(
                 self.next_id(), self.user(owner, owner_type), name, installation_id,
-                default_branch, private, utcnow() - timedelta(days=7),
+                default_branch, private, self.now() - timedelta(days=7),
             )
             self.repos[repo.full_name.lower()] = repo
             for sha, files in (files_by_ref or {}).items():
@@ -170,7 +191,29 @@ class GitHubState:
     ) -> None:
         parents = [list(repo.commits)[-1]] if repo.commits else []
         repo.trees[sha] = {path: as_bytes(data) for path, data in files.items()}
-        repo.commits[sha] = Commit(sha, message, author, parents, utcnow())
+        repo.commits[sha] = Commit(sha, message, author, parents, self.now())
+
+    def move_repo(
+        self, owner: str, name: str, new_owner: str | None = None, new_name: str | None = None,
+        installation_id: int | None = None,
+    ) -> Repo:
+        """Rename a repository, or transfer it to ``new_owner`` (whose installation, if the
+        App has one there, is ``installation_id``; a transfer leaves the old one). As on
+        GitHub, the old name goes on answering: a redirect to the repository's new place."""
+        with self.lock:
+            repo = self.repos.pop(f"{owner}/{name}".lower())
+            self.moved[repo.full_name.lower()] = repo.id
+            if new_owner is not None and new_owner.lower() != repo.owner.login.lower():
+                repo.owner = self.user(new_owner, repo.owner.type)
+                repo.installation_id = installation_id
+            repo.name = new_name or repo.name
+            self.repos[repo.full_name.lower()] = repo
+            self.moved.pop(repo.full_name.lower(), None)
+            return repo
+
+    def repo_by_id(self, repo_id: int) -> Repo | None:
+        """The repository with this id, wherever it is now."""
+        return next((r for r in self.repos.values() if r.id == repo_id), None)
 
     def add_pull(
         self,
@@ -215,7 +258,7 @@ class GitHubState:
             if fork is base:
                 base.branches[pull.head_ref] = head_sha
             pull.files = [self._file_entry(base, head_sha, entry) for entry in files]
-            created = created_at or utcnow()
+            created = created_at or self.now()
             issue = Issue(
                 base, number, self.next_id(), title, body, author, created, updated_at or created,
                 state, labels=list(labels), author_association=author_association, pull=pull,
@@ -249,7 +292,7 @@ class GitHubState:
         files = tree if tree is not None else base.trees.get(parent, {})
         for repo in {id(r): r for r in (base, fork) if r is not None}.values():
             repo.trees[head_sha] = {path: as_bytes(data) for path, data in files.items()}
-            repo.commits[head_sha] = Commit(head_sha, "Update", author, [parent], utcnow())
+            repo.commits[head_sha] = Commit(head_sha, "Update", author, [parent], self.now())
 
     def _file_entry(self, repo: Repo, sha: str, entry: Mapping[str, Any]) -> Json:
         data = repo.trees.get(sha, {}).get(entry["filename"])
@@ -298,7 +341,7 @@ class GitHubState:
                 issue.repo.branches[pull.head_ref] = new_head_sha
             if files is not None:
                 pull.files = [self._file_entry(issue.repo, new_head_sha, f) for f in files]
-            issue.updated_at = updated_at or utcnow()
+            issue.updated_at = updated_at or self.now()
             return issue
 
     def update_pull(self, owner: str, repo: str, number: int, **changes: Any) -> Issue:
@@ -314,11 +357,11 @@ class GitHubState:
             pull.draft = changes.get("draft", pull.draft)
             if changes.get("merged"):
                 changes.setdefault("state", "closed")
-                pull.merged_at = utcnow()
+                pull.merged_at = self.now()
             if "state" in changes:
                 issue.state = changes["state"]
-                issue.closed_at = utcnow() if issue.state == "closed" else None
-            issue.updated_at = changes.get("updated_at", utcnow())
+                issue.closed_at = self.now() if issue.state == "closed" else None
+            issue.updated_at = changes.get("updated_at", self.now())
             return issue
 
     def set_permission(self, owner: str, repo: str, user: str, role: str) -> None:
@@ -343,7 +386,7 @@ class GitHubState:
         with self.lock:
             issue = self.issue(owner, repo, number)
             author = self.user(user)
-            moment = created_at or utcnow()
+            moment = created_at or self.now()
             association = author_association or self.association(issue.repo, author)
             comment = Comment(
                 self.next_id(), issue.repo, number, body, author, moment, moment, association
@@ -351,6 +394,14 @@ class GitHubState:
             self.comments[comment.id] = comment
             issue.updated_at = max(issue.updated_at, moment)
             return comment
+
+    def edit_comment(self, comment_id: int, body: str) -> Json:
+        """A person edits a comment (now, by the server's clock); returns the ``changes`` of
+        its ``issue_comment.edited`` webhook."""
+        with self.lock:
+            comment = self.comments[comment_id]
+            before, comment.body, comment.updated_at = comment.body, body, self.now()
+            return {"body": {"from": before}}
 
     def add_review(
         self,
@@ -368,7 +419,7 @@ class GitHubState:
         with self.lock:
             issue = self.pull(owner, repo, number)
             assert issue.pull is not None
-            moment = submitted_at or utcnow()
+            moment = submitted_at or self.now()
             review = Review(
                 self.next_id(), self.user(user), state, body,
                 commit_id or issue.pull.head_sha, moment,

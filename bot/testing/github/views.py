@@ -431,6 +431,13 @@ class Views:
             entry.update({"content": wrap_base64(data), "encoding": "base64"})
         return entry
 
+    def symlink(self, repo: Repo, ref: str, sha: str, path: str, link: bytes) -> Json:
+        """A content-symlink object: the link itself, its blob being the target path."""
+        entry = self.content(repo, ref, sha, path, link)
+        for key in ("content", "encoding"):
+            entry.pop(key)
+        return {**entry, "type": "symlink", "target": link.decode(errors="replace")}
+
     def check_run(self, run: CheckRun) -> Json:
         """A check-run object."""
         api = f"{self.repo_api(run.repo)}/check-runs/{run.id}"
