@@ -61,7 +61,8 @@ define candidate_venv
 	rm -rf $(1) && $(PYTHON) -m venv $(1)
 	if $(1)/bin/python -m pip install --quiet -r requirements/$(2).txt > $(1)/pip.log 2>&1; \
 	then touch $@; \
-	else grep -v '^WARNING' $(1)/pip.log | tail -n 3 | tr -s '\n ' ' ' > $(1)/.unavailable; \
+	else { grep '^ERROR' $(1)/pip.log || tail -n 1 $(1)/pip.log; } | cut -c1-200 | tail -n 2 \
+	  | tr -s '\n' ' ' > $(1)/.unavailable; \
 	  echo "make: $(2) cannot be installed; its tests are skipped: $$(cat $(1)/.unavailable)"; fi
 endef
 
