@@ -209,8 +209,10 @@ def preset(name: str, python: str | None = None, timeout: float = 60.0) -> Candi
                            timeout=timeout)
 
 
+# One marked line: an interpreter may print at startup (sitecustomize, a .pth file).
+_MISSING = "alignbot-missing:"
 _FIND = ("import importlib.util, sys\n"
-         "print(' '.join(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
+         f"print({_MISSING!r}, *(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
 
 
 def missing_packages(name: str, python: str, env: dict[str, str] | None = None) -> str | None:
@@ -225,7 +227,9 @@ def missing_packages(name: str, python: str, env: dict[str, str] | None = None) 
                                timeout=60, env=env)
     except (OSError, subprocess.TimeoutExpired):
         return None
-    missing = found.stdout.split() if found.returncode == 0 else []
+    marked = [line for line in found.stdout.splitlines() if line.startswith(_MISSING)]
+    said = marked[-1].split()[1:] if found.returncode == 0 and marked else []
+    missing = [m for m in needs if m in said]
     if not missing:
         return None
     them = "it" if len(missing) == 1 else "them"

@@ -133,6 +133,9 @@ def test_an_interpreter_without_torch_is_told_to_install_the_cpu_build(tmp_path:
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
                    check=True)
     python = str(tmp_path / "bare" / "bin" / "python")
+    # an interpreter that talks as it starts (a .pth file runs at every start)
+    (site,) = (tmp_path / "bare" / "lib").glob("python3*/site-packages")
+    (site / "noisy.pth").write_text("import sys; print('torch torchax openvino ready')\n")
     with pytest.raises(MissingPackage, match=re.escape(
             f"--candidate torchax: {python} has no torch or torchax; install them there (pip "
             f"install torch==2.13.0+cpu 'torchax[cpu]==0.0.13')")):
