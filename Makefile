@@ -2,8 +2,14 @@
 PYTHON ?= python3
 VENV ?= .venv
 PADDLE_VENV ?= .venv-paddle
+TORCHAX_VENV ?= .venv-torchax
+OPENVINO_VENV ?= .venv-openvino
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+# A candidate interpreter's stamp names its pins' checksum: new pins, a new interpreter.
+candidate_stamp = $(1)/.installed-$(shell cat requirements/$(2).txt | cksum | cut -d' ' -f1)
+TORCHAX_STAMP := $(call candidate_stamp,$(TORCHAX_VENV),torchax)
+OPENVINO_STAMP := $(call candidate_stamp,$(OPENVINO_VENV),openvino)
 
 .PHONY: test demo lint bench clean
 
@@ -24,9 +30,11 @@ lint: $(STAMP)
 # and HTTP); loadgroup keeps the tests sharing a module-scoped fixture on one worker
 # (tests/conftest.py), and each worker gets its own PostgreSQL database.
 TEST_WORKERS ?= 2
-test: lint $(PADDLE_VENV)/.installed
+test: lint $(PADDLE_VENV)/.installed $(TORCHAX_STAMP) $(OPENVINO_STAMP)
 	bash -c 'source scripts/postgres.sh && \
-	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python $(BIN)/pytest -q \
+	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python \
+	  ALIGNBOT_TORCHAX_PYTHON=$(abspath $(TORCHAX_VENV))/bin/python \
+	  ALIGNBOT_OPENVINO_PYTHON=$(abspath $(OPENVINO_VENV))/bin/python $(BIN)/pytest -q \
 	  --durations=25 -n $(TEST_WORKERS) --dist loadgroup'
 
 demo: $(STAMP)
@@ -36,7 +44,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/engine_overhead.py
 
 clean:
-	rm -rf $(VENV) $(PADDLE_VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PADDLE_VENV) $(TORCHAX_VENV) $(OPENVINO_VENV) .pytest_cache .mypy_cache .ruff_cache
 
 # A second, independent interpreter with Paddle (no torch): the real third-party candidate the
 # tests check through --python. Its own venv, as a framework team would have it.
@@ -44,3 +52,25 @@ $(PADDLE_VENV)/.installed:
 	test -x $(PADDLE_VENV)/bin/python || $(PYTHON) -m venv $(PADDLE_VENV)
 	$(PADDLE_VENV)/bin/python -m pip install --quiet paddlepaddle==3.3.1
 	touch $@
+
+# Real candidates nobody here wrote, each in an interpreter of its own beside the CPU build of
+# the reference's torch, every package pinned in requirements/NAME.txt: built once and kept
+# until the pins change. Where pip cannot install them, VENV/.unavailable keeps pip's last
+# words, make says so, and their tests skip with that reason (the next make tries again).
+define candidate_venv
+	rm -rf $(1) && $(PYTHON) -m venv $(1)
+	if $(1)/bin/python -m pip install --quiet -r requirements/$(2).txt > $(1)/pip.log 2>&1; \
+	then touch $@; \
+	else { grep '^ERROR' $(1)/pip.log || tail -n 1 $(1)/pip.log; } | cut -c1-200 | tail -n 2 \
+	  | tr -s '\n' ' ' > $(1)/.unavailable; \
+	  echo "make: $(2) cannot be installed; its tests are skipped: $$(cat $(1)/.unavailable)"; fi
+endef
+
+$(TORCHAX_STAMP): requirements/torchax.txt
+	$(call candidate_venv,$(TORCHAX_VENV),torchax)
+
+$(OPENVINO_STAMP): requirements/openvino.txt
+	$(call candidate_venv,$(OPENVINO_VENV),openvino)
+
+.PHONY: candidates
+candidates: $(PADDLE_VENV)/.installed $(TORCHAX_STAMP) $(OPENVINO_STAMP)

@@ -3,29 +3,85 @@
 from __future__ import annotations
 
 import dataclasses
+import subprocess
 import sys
 
 from .candidate import CandidateConfig
 
-_COMPILE = '''
-import torch
 
+def _compile_each_call(imports: str, compile_options: str) -> str:
+    """A prelude that sends every call through ``torch.compile(…, {compile_options})``, one
+    compiled caller per API name."""
+    return f'''
+import torch
+{imports}
 for _name in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
               "accumulated_recompile_limit"):
     if hasattr(torch._dynamo.config, _name):
         setattr(torch._dynamo.config, _name, 100000)
-_callers = {}
+_callers = {{}}
 
 
 def alignbot_wrap(target, fn):
     """Every call goes through torch.compile (one compiled caller per API name)."""
     caller = _callers.get(target)
     if caller is None:
-        namespace = {}
+        namespace = {{}}
         exec("def call(fn, *args, **kwargs):\\n    return fn(*args, **kwargs)\\n", namespace)
-        caller = torch.compile(namespace["call"], dynamic=False)
+        caller = torch.compile(namespace["call"], {compile_options})
         _callers[target] = caller
     return lambda *args, **kwargs: caller(fn, *args, **kwargs)
+'''
+
+
+_COMPILE = _compile_each_call("", "dynamic=False")
+
+# OpenVINO's torch.compile backend. aot_autograd: without it the compiled outputs carry no
+# grad_fn (no gradient to compare); f32: by default it computes in bfloat16 on CPUs that have
+# it, which no PyTorch float32 tolerance admits.
+_OPENVINO = _compile_each_call(
+    "import openvino\nimport openvino.torch  # registers the \"openvino\" backend\n",
+    'backend="openvino", dynamic=False, options={"aot_autograd": True, '
+    '"config": {"INFERENCE_PRECISION_HINT": "f32"}}')
+
+# torchax: PyTorch ops on JAX. torchax 0.0.13 names about twenty named-tensor overloads at
+# import (aten.std.names_dim, aten.unbind.Dimname, …) that torch 2.13 no longer has; while
+# it loads, such a name resolves to a stand-in that nothing dispatches to. Accuracy mode:
+# without it float64 is silently computed in float32.
+_TORCHAX = '''
+import torch
+import torch._ops
+
+_overload = torch._ops.OpOverloadPacket.__getattr__
+
+
+class _RemovedOverload:
+    """A named-tensor overload this torch no longer has: a table key, never called."""
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"<removed overload {self.name}>"
+
+
+def _overload_or_stand_in(packet, name):
+    try:
+        return _overload(packet, name)
+    except AttributeError:
+        if "imname" in name or "names" in name:
+            return _RemovedOverload(f"{packet}.{name}")
+        raise
+
+
+torch._ops.OpOverloadPacket.__getattr__ = _overload_or_stand_in
+try:
+    import torchax
+    torchax.enable_globally()  # loads its op tables
+finally:
+    torch._ops.OpOverloadPacket.__getattr__ = _overload
+torchax.enable_accuracy_mode()
+alignbot_device = "jax"
 '''
 
 _COMPILE_PROGRAM = '''
@@ -114,14 +170,34 @@ PRESETS: dict[str, str] = {
     "torch-float64": _FLOAT64,
     "torch-no-mkldnn": "import torch\ntorch.backends.mkldnn.enabled = False\n",
     "paddle": "import paddle\npaddle.enable_compat()\nimport torch\n",
+    "torchax": _TORCHAX,
+    "openvino": _OPENVINO,
 }
+
+_TORCH = "torch==2.13.0+cpu"  # the reference's build: a plain torch==2.13.0 may be CUDA's
+# What each preset's prelude imports at top level, and the pip requirement that provides it:
+# a preset whose interpreter lacks one is refused in one line that says what to install.
+REQUIREMENTS: dict[str, dict[str, str]] = {
+    **{name: {"torch": _TORCH} for name in ("torch", "torch-compile", "torch-compile-program",
+                                            "torch-float64", "torch-no-mkldnn")},
+    "paddle": {"paddle": "paddlepaddle==3.3.1"},
+    "torchax": {"torch": _TORCH, "torchax": "'torchax[cpu]==0.0.13'"},
+    "openvino": {"torch": _TORCH, "openvino": "openvino==2026.4.1"},
+}
+# The presets that run in an interpreter of their own, not alignbot's (`--python`).
+OWN_INTERPRETER = frozenset(n for n, needs in REQUIREMENTS.items() if set(needs) != {"torch"})
 
 
 class NoCandidate(ValueError):
-    """What to check was not said, or said wrongly (an unknown preset)."""
+    """What to check was not said, or said wrongly (an unknown preset, an interpreter that
+    lacks the preset's packages)."""
 
 
 class UnknownPreset(NoCandidate):
+    pass
+
+
+class MissingPackage(NoCandidate):
     pass
 
 
@@ -131,6 +207,35 @@ def preset(name: str, python: str | None = None, timeout: float = 60.0) -> Candi
                             f"{', '.join(sorted(PRESETS))}")
     return CandidateConfig(name=name, prelude=PRESETS[name], python=python or sys.executable,
                            timeout=timeout)
+
+
+# One marked line: an interpreter may print at startup (sitecustomize, a .pth file).
+_MISSING = "alignbot-missing:"
+_FIND = ("import importlib.util, sys\n"
+         f"print({_MISSING!r}, *(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
+
+
+def missing_packages(name: str, python: str, env: dict[str, str] | None = None) -> str | None:
+    """Why ``python`` cannot run preset ``name`` (what to install there), or None when it has
+    every package the preset imports, or when it does not run at all (starting the worker
+    says so)."""
+    needs = REQUIREMENTS.get(name, {})
+    if not needs:
+        return None
+    try:
+        found = subprocess.run([python, "-c", _FIND, *needs], capture_output=True, text=True,
+                               timeout=60, env=env)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    marked = [line for line in found.stdout.splitlines() if line.startswith(_MISSING)]
+    said = marked[-1].split()[1:] if found.returncode == 0 and marked else []
+    missing = [m for m in needs if m in said]
+    if not missing:
+        return None
+    them = "it" if len(missing) == 1 else "them"
+    return (f"--candidate {name}: {python} has no {' or '.join(missing)}; install {them} "
+            f"there (pip install {' '.join(needs[m] for m in missing)}) or point --python at "
+            f"an interpreter that has {them}")
 
 
 def candidate(preset_name: str | None, prelude: str | None, *, python: str | None = None,
@@ -145,4 +250,8 @@ def candidate(preset_name: str | None, prelude: str | None, *, python: str | Non
               else preset(str(preset_name)))
     config = dataclasses.replace(config, python=python or sys.executable, timeout=timeout,
                                  overrides=dict(overrides or {}))
+    if prelude is None:
+        problem = missing_packages(config.name, config.python, config.env)
+        if problem is not None:
+            raise MissingPackage(problem)
     return config if sys_path is None else dataclasses.replace(config, sys_path=sys_path)

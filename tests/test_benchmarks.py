@@ -171,3 +171,38 @@ def test_exploration_counts_what_free_and_steered_draws_exercise(tmp_path: Path)
     assert free["drawn"] < free["seen"] and steered["drawn"] == steered["seen"]
     assert steered["specs_missing"] == 0 and list(free["missed"]) == ["reductions.var_std"]
 
+
+
+def test_real_candidates_figures_come_from_the_report() -> None:
+    real = _load("real_candidates")
+    from checks.spec import library_specs
+
+    # a misspelt name would silently check one spec less
+    assert set(real.SAMPLE) <= {s.name for s in library_specs()}
+    assert len(set(real.SAMPLE)) == len(real.SAMPLE) == 15
+
+    def finding(op: str, shrink: float, **extra: object) -> dict[str, object]:
+        return {"kind": "candidate-error", "op": op, "count": 2, "repro_verified": True,
+                "verdict": "candidate-bug", "shrink": {"calls": 3, "seconds": shrink}, **extra}
+
+    report = {"programs_run": 30, "complete": True, "findings": [
+        finding("torch.topk", 2.0), finding("torch.topk", 4.0, repro_verified=False),
+        finding("torch.cos", 9.0, phases={"verify": 20.0, "triage": 11.0}),
+    ]}
+    result = real.figures(report, seconds=120.0, plain_seconds=30.0)
+    assert (result["findings"], result["distinct_ops"], result["draws"]) == (3, 2, 6)
+    assert result["repros_verified"] == 2 and result["causes"] is None
+    assert (result["seconds_per_finding"], result["minimizing_seconds_per_finding"]) == (
+        40.0, 30.0)
+    # per finding: 2, 4 and 9 + 20 + 11 recorded seconds
+    assert result["median_recorded_seconds_per_finding"] == 4.0
+    assert result["median_phase_seconds"] == {"shrink": 4.0, "triage": 11.0, "verify": 20.0}
+    assert real.figures({**report, "causes": [{}, {}]}, 1.0, None)["causes"] == 2
+
+
+def test_real_candidates_needs_the_interpreters(tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    real = _load("real_candidates")
+    assert real.main(["--candidate", "torchax", "--torchax-python",
+                      str(tmp_path / "none")]) == 2
+    assert "no torchax interpreter at" in capsys.readouterr().err

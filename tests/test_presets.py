@@ -2,14 +2,27 @@
 
 from __future__ import annotations
 
+import re
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from checks import CandidateProcess, preset
+from checks.cli import main
 from checks.engine import check
-from checks.presets import PRESETS, NoCandidate, UnknownPreset, candidate
+from checks.presets import (
+    OWN_INTERPRETER,
+    PRESETS,
+    REQUIREMENTS,
+    MissingPackage,
+    NoCandidate,
+    UnknownPreset,
+    candidate,
+    missing_packages,
+)
 
 SAFE = ("matmul_clean", "batchnorm_clean", "conv2d_clean", "softplus_scaled", "tanh_backward",
         "sum_dtype", "mean_keepdim", "add_inplace", "leaky_relu_kwarg")
@@ -87,3 +100,52 @@ def test_a_candidate_that_is_not_said_rightly_is_one_error(
         name: str | None, prelude: str | None, message: str) -> None:
     with pytest.raises(NoCandidate, match=message):
         candidate(name, prelude)
+
+
+def test_every_preset_says_what_its_prelude_imports() -> None:
+    assert set(REQUIREMENTS) == set(PRESETS)
+    for name, needs in REQUIREMENTS.items():
+        top = {line.split()[1].split(".")[0] for line in map(str.strip, PRESETS[name].splitlines())
+               if line.startswith("import ")}
+        assert top <= set(needs) | {"torch"}, name
+        assert set(needs) <= top, name
+    assert {"paddle", "torchax", "openvino"} == OWN_INTERPRETER
+
+
+@pytest.mark.parametrize(("name", "install"), [
+    ("paddle", "pip install paddlepaddle==3.3.1"),
+    ("torchax", "pip install 'torchax[cpu]==0.0.13'"),
+    ("openvino", "pip install openvino==2026.4.1"),
+])
+def test_a_preset_whose_interpreter_lacks_its_package_says_what_to_install(
+        name: str, install: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # alignbot's own interpreter has torch but none of these
+    with pytest.raises(MissingPackage, match=re.escape(install)):
+        candidate(name, None)
+    assert main(["check", "--candidate", name, "--ops", "softplus", "--no-progress"]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (f"alignbot: error: --candidate {name}: {sys.executable} has no {name}; "
+                    f"install it there ({install}) or point --python at an interpreter that "
+                    f"has it")
+
+
+def test_an_interpreter_without_torch_is_told_to_install_the_cpu_build(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True)
+    python = str(tmp_path / "bare" / "bin" / "python")
+    # an interpreter that talks as it starts (a .pth file runs at every start)
+    (site,) = (tmp_path / "bare" / "lib").glob("python3*/site-packages")
+    (site / "noisy.pth").write_text("import sys; print('torch torchax openvino ready')\n")
+    with pytest.raises(MissingPackage, match=re.escape(
+            f"--candidate torchax: {python} has no torch or torchax; install them there (pip "
+            f"install torch==2.13.0+cpu 'torchax[cpu]==0.0.13')")):
+        candidate("torchax", None, python=python)
+    with pytest.raises(MissingPackage, match=re.escape("(pip install torch==2.13.0+cpu)")):
+        candidate("torch-compile", None, python=python)
+    # a prelude of the user's own is the user's to get right: the worker says what failed
+    assert candidate(None, "import torchax\n", python=python).python == python
+
+
+def test_an_interpreter_that_does_not_run_is_left_to_the_worker_to_report() -> None:
+    assert missing_packages("torchax", "/no/such/python") is None
+    assert candidate("paddle", None, python="/no/such/python").python == "/no/such/python"

@@ -22,7 +22,7 @@ import pytest
 from checks import repro as repros
 from checks.cli import main
 from checks.findings import Finding, Kind
-from checks.presets import PRESETS
+from checks.presets import OWN_INTERPRETER, PRESETS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).parent.parent
@@ -156,7 +156,7 @@ def _bug_on_path(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
     return {**os.environ, "PYTHONPATH": str(folder)}
 
 
-@pytest.mark.parametrize("name", sorted(set(PRESETS) - {"paddle"}))
+@pytest.mark.parametrize("name", sorted(set(PRESETS) - OWN_INTERPRETER))
 def test_every_preset_prelude_gives_a_verified_repro(name: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     env = _bug_on_path(tmp_path / "project", monkeypatch)

@@ -26,7 +26,7 @@ from .globs import PathGlob, SpecGlob, glob_match
 # Kept in step with checks.presets.PRESETS (a test checks it); not imported, so that loading a
 # configuration never imports the engine.
 Preset = Literal["torch", "torch-compile", "torch-compile-program", "torch-float64",
-                 "torch-no-mkldnn", "paddle"]
+                 "torch-no-mkldnn", "paddle", "torchax", "openvino"]
 PRESETS: tuple[str, ...] = typing.get_args(Preset)
 
 _OWNER_REPO = r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$"
