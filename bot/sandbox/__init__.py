@@ -48,6 +48,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from .cgroup import Cgroup, CgroupLimits
 from .child import MIB, REFUSED, TMPFS_BYTES
 from .paths import (
     SECRET_DIRS,
@@ -59,11 +60,20 @@ from .paths import (
     interpreter_prefixes,
     visible,
 )
-from .plan import GIB, UID_BASE, UID_COUNT, Containment, Mode, SandboxLimits, _Plan, _plan
+from .plan import (
+    GIB,
+    UID_BASE,
+    UID_COUNT,
+    Containment,
+    Mode,
+    SandboxLimits,
+    _Plan,
+    _plan,
+    _size,
+)
 from .runner import (
     TAIL_CHARS,
     SandboxResult,
-    _hint,
     _last_line,
     _launch,
     _result,
@@ -115,18 +125,29 @@ def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
         return SandboxResult(None, None, f"refused: {problem}", "", "",
                              time.monotonic() - started)
     try:
-        workspace = _Workspace.create(repo_dir, plan, containment)
+        workspace = _Workspace.create(repo_dir, plan, containment, limits.disk_bytes)
     except OSError as exc:
         return SandboxResult(None, None, f"the sandbox could not prepare its work folder: "
                              f"{exc}", "", "", time.monotonic() - started)
+    group = workspace.cgroup = Cgroup.create(workspace.cgroup_name, CgroupLimits(
+        limits.memory_bytes, limits.processes, limits.cpus))
     try:
         result = _run_steps(workspace, plan, config, check_args, limits, wall, deadline, stop)
     except OSError as exc:  # the service itself failed (out of memory, fds, disk)
         result = SandboxResult(None, None, f"the sandbox failed: {exc}", "", "", 0.0)
     finally:
+        group.kill()
         workspace.remove(plan)
+        group.remove()
+    result.limits = [*group.applied, workspace.quota, *_rlimits(limits), *group.missing]
     result.duration = time.monotonic() - started
     return result
+
+
+def _rlimits(limits: SandboxLimits) -> list[str]:
+    return [f"per process: {_size(limits.memory_bytes)} of address space, "
+            f"{limits.cpu_seconds} s of CPU, files up to {_size(limits.file_size)}",
+            f"wall clock: {limits.wall_seconds:g} s"]
 
 
 def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list[str],
@@ -142,7 +163,7 @@ def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list
         reason = run.reason(what, limits, wall)
         if reason or run.exit_code != 0:
             reason = reason or f"{what} failed with exit status {run.exit_code}" + \
-                _hint(run.stderr, limits)
+                run.hint(limits)
             return _result(runs, None, reason)
     # Setup may have made the interpreter (a venv) or swapped it for a link: decide again.
     problem = _python_problem(str(ws.repo), config.candidate.python, ws.containment,
@@ -164,4 +185,4 @@ def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list
                                    f"{problem}")
     line = _last_line(run.stderr)
     return _result(runs, None, f"the engine stopped with exit status {run.exit_code}"
-                               f"{': ' + line if line else ''}" + _hint(run.stderr, limits))
+                               f"{': ' + line if line else ''}" + run.hint(limits))
