@@ -137,9 +137,10 @@ def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
         result = SandboxResult(None, None, f"the sandbox failed: {exc}", "", "", 0.0)
     finally:
         group.kill()
+        applied = group.report()
         workspace.remove(plan)
         group.remove()
-    result.limits = [*group.applied, workspace.quota, *_rlimits(limits), *group.missing]
+    result.limits = [*applied, workspace.quota, *_rlimits(limits), *group.missing]
     result.duration = time.monotonic() - started
     return result
 

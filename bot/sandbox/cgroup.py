@@ -215,6 +215,14 @@ class Cgroup:
             found["pids"] = _field(pids / "pids.events", "max")
         return found
 
+    def report(self) -> list[str]:
+        """The limits applied, the CPU's saying how often the quota held the group back."""
+        cpu = self.files.get("cpu")
+        throttled = _field(cpu / "cpu.stat", "nr_throttled") if cpu is not None else 0
+        return [f"{line}, throttled in {throttled} periods of {CPU_PERIOD_US // 1000} ms"
+                if line.startswith(_LABEL["cpu"] + ":") and throttled else line
+                for line in self.applied]
+
     def kill(self) -> None:
         """SIGKILL every process in the groups: ``cgroup.kill`` on v2, else until empty."""
         for folder in self.dirs:

@@ -135,6 +135,8 @@ def _limit_hit(hits: list[str], limits: SandboxLimits) -> str | None:
                 "processes together) was reached")
     if "pids" in hits:
         return f"the sandbox's process limit ({limits.processes}) was reached"
+    if "disk" in hits:
+        return f"the work folder's disk quota ({_size(limits.disk_bytes)}) is full"
     return None
 
 
@@ -285,6 +287,8 @@ def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, pla
     layers = ["scrubbed-environment", "rlimits", "wall-clock-kill", *status.get("layers", [])]
     after = ws.cgroup.counters() if ws.cgroup else {}
     hits = [name for name, count in after.items() if count > before.get(name, 0)]
+    if ws.quota_full():
+        hits.append("disk")
     return _Run(exit_code, timed_out and not stopped, streams[1], streams[2], layers, refused,
                 stopped, hits)
 

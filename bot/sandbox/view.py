@@ -35,6 +35,9 @@ ETC = ("alternatives", "ca-certificates", "ca-certificates.conf", "debian_versio
        "ssl", "timezone")
 EXTRA = ("/sys/devices/system/cpu", "/sys/devices/system/node")  # thread pools size themselves
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
+# /proc files about the whole machine, not the PID namespace: keys' descriptions of the
+# service's user, every task on the host
+PROC_MASKED = ("/proc/keys", "/proc/key-users", "/proc/sched_debug", "/proc/timer_list")
 HIDDEN_TMPFS_BYTES = MIB
 SCAN_SECONDS = 300.0  # how long one scan of a tree for sockets and FIFOs is reused
 
@@ -116,6 +119,9 @@ def bwrap_argv(bwrap: str, *, root: bool, network: bool, expose: Sequence[str],
     ops += _folders_on_the_way(ops, binds=[*trees, workspace])
     for _, _, part in sorted(ops, key=lambda op: (op[0].count("/"), op[1], op[0])):
         args += part
+    for path in PROC_MASKED:
+        if os.path.exists(path):
+            args += ["--ro-bind", empty, path]
     args += ["--dir", "/run", "--symlink", "../run", "/var/run", *late, "--remount-ro", "/"]
     layers += ["system-view", "private-tmp", "empty-run"]
     if shown_hidden:  # how many, not which: the check run is public

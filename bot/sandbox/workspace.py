@@ -173,6 +173,16 @@ class _Workspace:
             raise
         return ws
 
+    def quota_full(self) -> bool:
+        """Whether the work folder's quota is (nearly) used up: less than a MiB is left."""
+        if not os.path.ismount(self.work):
+            return False
+        try:
+            info = os.statvfs(self.work)
+        except OSError:
+            return False
+        return info.f_bavail * info.f_frsize < MIB
+
     @property
     def cgroup_name(self) -> str:
         """The sandbox's cgroups: the work folder's name, then the service's pid and start."""
