@@ -155,8 +155,9 @@ _SIGNAL_CAUSE = {
 
 _TRAMPOLINE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 # child.py, run as a script: it needs only the standard library, so it works however the
-# service was installed, and -I keeps the environment and the working folder out of it.
-_TRAMPOLINE = [sys.executable, "-I", "-B", os.path.abspath(child.__file__)]
+# service was installed, -I keeps the environment and the working folder out of it, and -S
+# skips site-packages (it runs twice per command: the trampoline, then the worker inside).
+_TRAMPOLINE = [sys.executable, "-I", "-S", "-B", os.path.abspath(child.__file__)]
 
 
 def _sweep(uid: int) -> None:
