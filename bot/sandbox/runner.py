@@ -208,7 +208,7 @@ def _spec(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan:
           limits: SandboxLimits, status_fd: int) -> dict[str, Any]:
     """What the trampoline is told: the command, who runs it, the cgroups to join, the
     bubblewrap command line (or none, and why) and the kernel filters."""
-    top = str(ws.top)
+    work = str(ws.work)  # all the sandbox may write; the top above it is the service's
     expose, hide = ws.exposed(), ws.hidden()
     spec: dict[str, Any] = {
         "argv": argv, "cwd": str(cwd), "env": env, "mode": plan.mode, "uid": plan.uid,
@@ -219,14 +219,14 @@ def _spec(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan:
         "rlimits": {"cpu": limits.cpu_seconds, "as": limits.memory_bytes,
                     "nproc": limits.processes, "fsize": limits.file_size},
         "cgroups": ws.cgroup.procs if ws.cgroup else [], "bwrap": None, "no_bwrap": plan.no_bwrap,
-        "confine": {"files": None, "unix_sockets": [top], "ipc": False, "socket_families": None},
+        "confine": {"files": None, "unix_sockets": [work], "ipc": False, "socket_families": None},
     }
     if plan.bwrap is not None:
         # the worker is this package's child.py, run again inside by the service's interpreter
         code = os.path.dirname(os.path.abspath(child.__file__))
         shown = [*expose, code]
         built = view.bwrap_argv(plan.bwrap, root=plan.mode == "uid", network=limits.network,
-                                expose=shown, hide=hide, workspace=top, empty=str(ws.empty),
+                                expose=shown, hide=hide, workspace=work, empty=str(ws.empty),
                                 masks=view.special_files([*view.system_paths(), *shown]),
                                 inside_uid=plan.uid or 1000)
         spec.update(bwrap=built.argv, worker=_TRAMPOLINE, view_layers=built.layers,
@@ -235,9 +235,9 @@ def _spec(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan:
         # the host's sockets and System V IPC, which no mount or IPC namespace hides
         families = [confine.AF_INET, confine.AF_INET6] if limits.network else []
         spec["confine"] = {
-            "files": {"read": [*view.system_paths(), *expose, "/proc"], "write": [top],
+            "files": {"read": [*view.system_paths(), *expose, "/proc"], "write": [work],
                       "devices": list(DEVICES)},
-            "unix_sockets": [top], "ipc": True, "socket_families": families}
+            "unix_sockets": [work], "ipc": True, "socket_families": families}
     return spec
 
 
