@@ -35,11 +35,15 @@ SYSTEM_PYTHON = next((p for p in ("/usr/bin/python3", "/usr/local/bin/python3")
 
 
 def run_hostile(name: str, tmp_path: Path, targets: dict[str, Any], limits: SandboxLimits,
-                containment: Containment, setup: list[str] | None = None) -> SandboxResult:
-    """Copy ``fixtures/hostile/<name>``, write ``targets``, run its setup (or ``setup``)."""
+                containment: Containment, setup: list[str] | None = None,
+                files: dict[str, bytes] | None = None) -> SandboxResult:
+    """Copy ``fixtures/hostile/<name>``, write ``targets`` (and ``files``), run its setup (or
+    ``setup``)."""
     repo = tmp_path / name
     shutil.copytree(HOSTILE / name, repo)
     (repo / "targets.json").write_text(json.dumps(targets))
+    for path, data in (files or {}).items():
+        (repo / path).write_bytes(data)
     config = load_config((repo / ".github" / "alignbot.yml").read_text())
     if setup is not None:
         config = config.model_copy(update={"candidate": config.candidate.model_copy(

@@ -132,3 +132,10 @@ def test_a_group_holds_its_processes_and_kills_them_all(tmp_path: Path) -> None:
     assert shell.wait(timeout=10) == -9
     assert not any(folder.exists() for folder in group.dirs)
     assert "memory: 256 MiB for all processes together (cgroup v" in " ".join(group.applied)
+
+
+def test_a_checkout_larger_than_the_quota_is_refused_saying_so(tmp_path: Path) -> None:
+    result = run_hostile("setup_fails", tmp_path, {}, _limits(disk_bytes=MIB), Containment(),
+                         files={"weights.bin": os.urandom(2 * MIB)})
+    assert result.reason == ("the pull request's checkout does not fit the work folder's disk "
+                             "quota of 1 MiB (ALIGNBOT_SANDBOX_DISK_BYTES)")

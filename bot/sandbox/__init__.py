@@ -43,6 +43,7 @@ stale cleanup); ``run_check`` here ties them together.
 
 from __future__ import annotations
 
+import errno
 import threading
 import time
 from pathlib import Path
@@ -127,8 +128,11 @@ def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
     try:
         workspace = _Workspace.create(repo_dir, plan, containment, limits.disk_bytes)
     except OSError as exc:
-        return SandboxResult(None, None, f"the sandbox could not prepare its work folder: "
-                             f"{exc}", "", "", time.monotonic() - started)
+        why = f"the sandbox could not prepare its work folder: {exc}"
+        if exc.errno == errno.ENOSPC and limits.disk_bytes:
+            why = (f"the pull request's checkout does not fit the work folder's disk quota "
+                   f"of {_size(limits.disk_bytes)} (ALIGNBOT_SANDBOX_DISK_BYTES)")
+        return SandboxResult(None, None, why, "", "", time.monotonic() - started)
     group = workspace.cgroup = Cgroup.create(workspace.cgroup_name, CgroupLimits(
         limits.memory_bytes, limits.processes, limits.cpus))
     try:

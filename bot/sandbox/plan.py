@@ -107,10 +107,12 @@ def _bwrap(containment: Containment, root: bool) -> tuple[str | None, str]:
     make namespaces here)."""
     if not containment.namespaces:
         return None, "namespaces turned off"
+    if not containment.bwrap:
+        return None, "bubblewrap turned off"
     found = view.find_bwrap(containment.bwrap)
     if found is None:
-        return None, ("bubblewrap is not installed (the `bubblewrap` package)"
-                      if containment.bwrap else "bubblewrap turned off")
+        return None, (f"bubblewrap (`{containment.bwrap}`) is not installed: the Debian "
+                      "package `bubblewrap`")
     problem = view.probe(found, root)
     if problem is not None:
         return None, f"bubblewrap cannot make namespaces here: {problem}"

@@ -167,9 +167,12 @@ class _Workspace:
             ws._make_venv()
             if plan.mode == "uid":
                 _chown_tree(ws.work, plan.uid, plan.gid)
-        except BaseException:
+        except BaseException as exc:
+            full = isinstance(exc, OSError) and ws.quota_full()  # copytree's errors are text
             _unmount(ws.work)
             shutil.rmtree(top, ignore_errors=True)
+            if full:
+                raise OSError(errno.ENOSPC, "the work folder's quota is full") from exc
             raise
         return ws
 
