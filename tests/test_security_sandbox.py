@@ -22,6 +22,7 @@ from sandbox_repo import needs_bwrap
 from service import OWNER, REPO, SECRET, Service, completed, open_pull
 
 from bot.demo import free_port, wait_for
+from bot.sandbox import cgroup
 from bot.testing.github import Link
 
 TIMEOUT = 240
@@ -279,11 +280,18 @@ def test_sandbox_processes_and_folders_die_with_a_killed_service(
     assert not [pid for pid in trampolines if _live(pid)], "the trampoline outlived the service"
     print(f"everything was gone {time.monotonic() - killed:.2f} s after the SIGKILL")
 
-    # A SIGKILLed service cannot clean up: its work folder stays until the next start.
-    assert list(setup.sandboxes.glob("alignbot-sandbox-*"))
+    # A SIGKILLed service cannot clean up: its work folder (and its quota's mount) and its
+    # cgroups stay until the next start.
+    folders = list(setup.sandboxes.glob("alignbot-sandbox-*"))
+    assert folders
+    assert os.path.ismount(folders[0] / "work")
+    groups = [p for h in cgroup.hierarchies() for p in h.here.glob(f"{folders[0].name}.*")]
+    assert groups, "the sandbox had no cgroup"
     github.update_pull(OWNER, REPO, 1, state="closed")  # the re-run job then skips
     service.start()
     assert list(setup.sandboxes.glob("alignbot-sandbox-*")) == []
+    assert not os.path.ismount(folders[0] / "work")
+    assert [p for p in groups if p.exists()] == []
     assert github.check_runs_for(OWNER, REPO, sha)  # the job had started: it was mid-check
 
 
