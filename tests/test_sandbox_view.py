@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import socket
+import time
 from pathlib import Path
 
 from bot.sandbox import view
@@ -95,3 +96,18 @@ def test_socket_files_and_fifos_in_allowed_trees_are_found_and_covered(tmp_path:
         assert "masked-special-files:1" in built.layers
     finally:
         listener.close()
+
+
+def test_a_stale_scan_is_used_while_the_tree_is_scanned_again(tmp_path: Path) -> None:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    assert view.special_files([str(tree)], now=1000.0) == []
+    os.mkfifo(tree / "late")
+    assert view.special_files([str(tree)], now=1000.0 + view.SCAN_SECONDS / 2) == []  # fresh
+    assert view.special_files([str(tree)], now=1000.0 + view.SCAN_SECONDS + 1) == []  # stale
+    for _ in range(100):  # the rescan runs in a thread
+        if view.special_files([str(tree)], now=1000.0 + view.SCAN_SECONDS + 2):
+            break
+        time.sleep(0.05)
+    assert view.special_files([str(tree)], now=1000.0 + view.SCAN_SECONDS + 2) == [
+        str(tree / "late")]

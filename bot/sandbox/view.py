@@ -39,7 +39,7 @@ SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 # service's user, every task on the host
 PROC_MASKED = ("/proc/keys", "/proc/key-users", "/proc/sched_debug", "/proc/timer_list")
 HIDDEN_TMPFS_BYTES = MIB
-SCAN_SECONDS = 300.0  # how long one scan of a tree for sockets and FIFOs is reused
+SCAN_SECONDS = 300.0  # after this, a tree is scanned again for sockets and FIFOs
 
 
 def system_paths() -> list[str]:
@@ -153,22 +153,39 @@ def _folders_on_the_way(ops: list[tuple[str, int, list[str]]], binds: Sequence[s
 # --------------------------------------------------------------------------- special files
 
 _scans: dict[str, tuple[float, list[str]]] = {}
+_rescanning: set[str] = set()
 _scan_lock = threading.Lock()
 
 
 def special_files(trees: Iterable[str], now: float | None = None) -> list[str]:
-    """Every socket file and FIFO under ``trees`` (links not followed), each tree's scan
-    reused for ``SCAN_SECONDS``."""
+    """Every socket file and FIFO under ``trees`` (links not followed). A tree is scanned
+    the first time it is asked for; after ``SCAN_SECONDS`` its last scan is still used while a
+    thread scans it again, so that only a service's first sandbox waits for a scan."""
     now = time.monotonic() if now is None else now
     found: list[str] = []
-    with _scan_lock:
-        for tree in dict.fromkeys(trees):
+    for tree in dict.fromkeys(trees):
+        with _scan_lock:
             cached = _scans.get(tree)
-            if cached is None or now - cached[0] > SCAN_SECONDS:
-                cached = (now, _scan(tree))
+            stale = cached is not None and now - cached[0] > SCAN_SECONDS and \
+                tree not in _rescanning
+            if stale:
+                _rescanning.add(tree)
+        if cached is None:
+            cached = (now, _scan(tree))
+            with _scan_lock:
                 _scans[tree] = cached
-            found += cached[1]
+        elif stale:
+            threading.Thread(target=_rescan, args=(tree,), daemon=True,
+                             name="alignbot-sandbox-scan").start()
+        found += cached[1]
     return sorted(set(found))
+
+
+def _rescan(tree: str) -> None:
+    result = _scan(tree)
+    with _scan_lock:
+        _scans[tree] = (time.monotonic(), result)
+        _rescanning.discard(tree)
 
 
 def _scan(tree: str) -> list[str]:
