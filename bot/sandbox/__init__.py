@@ -1,22 +1,30 @@
 """Runs untrusted pull-request code (setup commands, then the engine) contained: no secrets,
-an unprivileged user, resource limits, a wall-clock timeout and no network where possible.
+no host IPC, an unprivileged user, limits for the whole sandbox, a wall-clock timeout and no
+network.
 
 Each command goes through a trampoline, ``child.py`` run as a script, started by the service
 (fork+exec only, so it is safe from a threaded service) in a new session. The trampoline,
-still privileged, enters new namespaces (mount, PID, network, IPC, UTS; a user namespace too
-when the service is not root) and forks the namespace's init, which
+still privileged,
 
-1. makes mounts private, hides ``/tmp``, ``/var/tmp``, ``/dev/shm``, the service's home and any
-   other secret paths under empty tmpfs (re-exposing only what the sandbox needs), mounts a
-   fresh ``/proc`` and remounts everything read-only except the work directory;
-2. brings up loopback in the empty network namespace;
-3. reports the layers it applied on a pipe that only the service reads;
-4. forks the worker, which drops to a dedicated uid (``setgroups([])``, gid, uid), sets
-   ``no_new_privs`` and rlimits, and execs the command with a scrubbed environment.
+1. joins the sandbox's cgroups (``cgroup``: memory, processes and CPU of all its processes
+   together, v2 or v1), made by ``run_check`` for the whole check, and an empty session
+   keyring instead of the service's;
+2. execs bubblewrap (``view``), which makes new mount, PID, network, IPC, UTS and cgroup
+   namespaces (and a user namespace when the service is not root) and a file system built
+   from nothing: the system folders and the allowed paths read-only, the work folder
+   read-write (a size-limited tmpfs: the disk quota), fresh ``/proc``, ``/dev``, ``/tmp``,
+   ``/var/tmp``, ``/dev/shm``, an empty ``/run``; hidden folders and every socket file and
+   FIFO inside what is allowed covered; then runs this file again inside as the worker;
+3. the worker drops to a dedicated uid (``setgroups([])``, gid, uid), sets ``no_new_privs``
+   and rlimits, applies Landlock and seccomp (``confine``), reports the layers it finds on a
+   pipe that only the service reads, and execs the command with a scrubbed environment.
 
-When the worker exits, init exits, and the kernel kills whatever is left in the PID
-namespace. Without namespaces (a container without ``CAP_SYS_ADMIN``) the uid is still
-dedicated, so everything it left running is killed with ``kill(-1)`` from that uid.
+When the command exits, bubblewrap's init exits and the kernel kills whatever is left in the
+PID namespace; whatever is left in the cgroup is killed too. Without bubblewrap (not
+installed, or a container without ``CAP_SYS_ADMIN``) there are no namespaces: the trampoline
+forks the worker itself, Landlock keeps the files to the same trees, seccomp denies sockets
+and System V IPC, the uid is still dedicated, so everything it left running is killed with
+``kill(-1)`` from that uid; the layers say ``no-namespaces`` and why.
 
 Deny by default: what the sandbox may read beyond the system comes only from the service
 (its interpreter, the engine, ``Containment.expose``: the interpreters an operator allowed),
@@ -27,18 +35,20 @@ spec files) is resolved, symlinks and ``..`` included, and refused unless it sta
 repository or under an allowed interpreter folder that is not hidden.
 
 Sandboxes die with the service, even by SIGKILL: the trampoline asks for a parent-death
-signal and checks that its parent is still the service, init has one too, and the PID
-namespace dies with init (without one, the trampoline sweeps the dedicated uid). Each work
-folder records its owner and uid, so a restarted service removes what a previous life left
-(``remove_stale``).
+signal and checks that its parent is still the service, bubblewrap and the worker have one
+too, and the PID namespace dies with its init (without one, the trampoline sweeps the
+dedicated uid). Each work folder records its owner and uid and each cgroup its service, so a
+restarted service removes what a previous life left (``remove_stale``).
 
 Only the JSON report comes back, read without following links and size-capped; output
-tails are capped and scrubbed of anything that looks like a token.
+tails are capped and scrubbed of anything that looks like a token. The result lists the
+isolation layers and the limits that applied, and why any could not be.
 
-The modules: ``plan`` (limits, containment, choosing the mode and uid), ``paths`` (what the
-sandbox may see), ``child`` (the trampoline and init, run as a script), ``runner`` (one
-command: deadlines, output tails, scrubbing), ``workspace`` (the work folders, the report,
-stale cleanup); ``run_check`` here ties them together.
+The modules: ``plan`` (limits, containment, choosing the mode, the uid and bubblewrap),
+``paths`` (what the sandbox may see), ``view`` (bubblewrap's command line), ``cgroup``,
+``confine`` (Landlock, seccomp), ``child`` (the trampoline and the worker, run as a script),
+``runner`` (one command: deadlines, output tails, scrubbing), ``workspace`` (the work folders,
+the quota, the report, stale cleanup); ``run_check`` here ties them together.
 """
 
 from __future__ import annotations
