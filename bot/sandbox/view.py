@@ -189,13 +189,20 @@ def _rescan(tree: str) -> None:
 
 
 def _scan(tree: str) -> list[str]:
+    return [path for path, _ in scan(tree)]
+
+
+def scan(tree: str, skip: Sequence[str] = ()) -> list[tuple[str, int]]:
+    """Each socket file and FIFO under ``tree`` with its mode, links not followed, folders in
+    ``skip`` left out."""
     try:
         info = os.lstat(tree)
     except OSError:
         return []
     if not stat.S_ISDIR(info.st_mode):
-        return [tree] if stat.S_ISSOCK(info.st_mode) or stat.S_ISFIFO(info.st_mode) else []
-    found: list[str] = []
+        special = stat.S_ISSOCK(info.st_mode) or stat.S_ISFIFO(info.st_mode)
+        return [(tree, info.st_mode)] if special else []
+    found: list[tuple[str, int]] = []
     stack = [tree]
     while stack:
         folder = stack.pop()
@@ -208,10 +215,10 @@ def _scan(tree: str) -> list[str]:
                 mode = entry.stat(follow_symlinks=False).st_mode
             except OSError:
                 continue
-            if stat.S_ISDIR(mode):
+            if stat.S_ISDIR(mode) and entry.path not in skip:
                 stack.append(entry.path)
             elif stat.S_ISSOCK(mode) or stat.S_ISFIFO(mode):
-                found.append(entry.path)
+                found.append((entry.path, mode))
     return found
 
 
