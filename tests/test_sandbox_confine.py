@@ -101,6 +101,15 @@ def test_clone_into_new_namespaces_is_denied_but_threads_and_processes_work() ->
     assert _confined(DEFAULT, everyday) == repr("[1] 42 b'x' True")
 
 
+def test_sockets_that_pass_by_a_network_namespace_are_denied() -> None:
+    """vsock reaches the hypervisor's host from inside any network namespace (made, never
+    connected, here)."""
+    assert _confined(DEFAULT, lambda: socket.socket(confine.AF_VSOCK, socket.SOCK_STREAM)) \
+        == "EACCES"
+    assert _confined(DEFAULT, lambda: socket.socket(socket.AF_INET).fileno() > 0) == "True"
+    assert _confined(DEFAULT, lambda: socket.socket(socket.AF_UNIX).fileno() > 0) == "True"
+
+
 def test_without_namespaces_no_socket_and_no_system_v_ipc() -> None:
     closed = confine.SyscallPolicy(ipc=True, socket_families=frozenset())
     assert _confined(closed, lambda: socket.socket(socket.AF_UNIX)) == "EACCES"

@@ -165,13 +165,18 @@ _ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
 _NR, _ARCH, _ARG0 = 0, 4, 16  # offsets in struct seccomp_data (arg0's low word, little-endian)
 _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 22, 2
 AF_UNIX, AF_INET, AF_INET6 = 1, 2, 10
+# Socket families that reach past a network namespace: vsock talks to the hypervisor's host
+# (a VM's agents), Bluetooth to the machine's radios.
+AF_BLUETOOTH, AF_VSOCK = 31, 40
+UNNAMESPACED_FAMILIES = (AF_BLUETOOTH, AF_VSOCK)
 
 
 @dataclass(frozen=True)
 class SyscallPolicy:
     """``ipc``: deny System V IPC and message queues (no IPC namespace); ``socket_families``:
-    the only families ``socket()`` may make (None: any; a network and a mount namespace close
-    what the others could reach). ``socketpair`` stays allowed: it reaches nothing."""
+    the only families ``socket()`` may make (None: any but ``UNNAMESPACED_FAMILIES``; a
+    network and a mount namespace close what the others could reach). ``socketpair`` stays
+    allowed: it reaches nothing."""
 
     ipc: bool = False
     socket_families: frozenset[int] | None = None
@@ -196,12 +201,17 @@ def seccomp_program(policy: SyscallPolicy, machine: str | None = None) -> bytes 
     prog += [(_JEQ, 0, 4, nr["clone"]), (_LD_W_ABS, 0, 0, _ARG0),
              (_JSET, 0, 1, _CLONE_NAMESPACES), (_RET, 0, 0, _ERRNO | errno.EPERM),
              (_RET, 0, 0, _ALLOW)]
-    if policy.socket_families is not None:
+    if policy.socket_families is not None:  # only these
         families = sorted(policy.socket_families)
         prog += [(_JEQ, 0, 2 + 2 * len(families), nr["socket"]), (_LD_W_ABS, 0, 0, _ARG0)]
         for family in families:
             prog += [(_JEQ, 0, 1, family), (_RET, 0, 0, _ALLOW)]
         prog += [(_RET, 0, 0, _ERRNO | errno.EACCES)]
+    else:  # any but those no network namespace closes
+        prog += [(_JEQ, 0, 1 + 2 * len(UNNAMESPACED_FAMILIES), nr["socket"]),
+                 (_LD_W_ABS, 0, 0, _ARG0)]
+        for family in UNNAMESPACED_FAMILIES:
+            prog += [(_JEQ, 0, 1, family), (_RET, 0, 0, _ERRNO | errno.EACCES)]
     prog += [(_RET, 0, 0, _ALLOW)]
     return b"".join(struct.pack("HBBI", *ins) for ins in prog)
 

@@ -29,7 +29,7 @@ SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # /etc holds other services' configuration: only what programs need to start, resolve names
 # and check certificates comes in.
 ETC = ("alternatives", "ca-certificates", "ca-certificates.conf", "debian_version",
-       "gai.conf", "group", "host.conf", "hostname", "hosts", "ld.so.cache", "ld.so.conf",
+       "gai.conf", "group", "host.conf", "hosts", "ld.so.cache", "ld.so.conf",
        "ld.so.conf.d", "ld.so.preload", "localtime", "lsb-release", "mime.types",
        "nsswitch.conf", "os-release", "passwd", "pki", "protocols", "resolv.conf", "services",
        "ssl", "timezone")
