@@ -178,7 +178,7 @@ class _Run:
     layers: list[str]
     refused: str | None
     stopped: bool = False  # killed early: its ``stop`` event was set
-    hits: list[str] = field(default_factory=list)  # cgroup limits reached: memory, pids
+    hits: list[str] = field(default_factory=list)  # limits reached: memory, pids, disk
 
     def reason(self, what: str, limits: SandboxLimits, wall: float) -> str | None:
         if self.stopped:
@@ -202,6 +202,10 @@ class _Run:
         (one of its processes was killed), else what its output suggests."""
         hit = _limit_hit(self.hits, limits)
         return f" ({hit})" if hit else _hint(self.stderr, limits)
+
+
+# what a sandbox without namespaces may open in /dev: Landlock denies the rest
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
 
 def _spec(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan: _Plan,
@@ -239,9 +243,6 @@ def _spec(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan:
                       "devices": list(DEVICES)},
             "unix_sockets": [work], "ipc": True, "socket_families": families}
     return spec
-
-
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
 
 
 def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan: _Plan,
