@@ -8,12 +8,13 @@
 #     -e ALIGNBOT_WEBHOOK_SECRETS=… -v alignbot-data:/data alignbot
 #
 # The service runs as root so that the sandbox can give each pull request's code its own uid
-# and fresh namespaces (network, mount, pid); without SYS_ADMIN it still drops to another uid
-# with resource limits, and the check run says which isolation applied.
+# and fresh namespaces made by bubblewrap (network, mount, pid, IPC: a file system of the
+# system folders and the work folder alone); without SYS_ADMIN it still drops to another uid
+# with Landlock, seccomp and resource limits, and the check run says which isolation applied.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
- && apt-get install -y --no-install-recommends util-linux ca-certificates \
+ && apt-get install -y --no-install-recommends util-linux ca-certificates bubblewrap \
  && rm -rf /var/lib/apt/lists/*
 
 # The reference: PyTorch's CPU build, pinned (a bare `torch` would pull a CUDA build).

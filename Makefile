@@ -24,6 +24,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check checks bot tests benchmarks examples
 	$(BIN)/mypy
 
+# bubblewrap for the sandbox (scripts/bubblewrap.sh installs Debian's package when needed).
 # PostgreSQL for the queue tests: scripts/postgres.sh starts a throwaway server (installing
 # Debian's package when needed) and stops it when the tests end. The tests run in
 # TEST_WORKERS pytest-xdist processes (most of their time is spent waiting on subprocesses
@@ -31,6 +32,7 @@ lint: $(STAMP)
 # (tests/conftest.py), and each worker gets its own PostgreSQL database.
 TEST_WORKERS ?= 2
 test: lint $(PADDLE_VENV)/.installed $(TORCHAX_STAMP) $(OPENVINO_STAMP)
+	bash scripts/bubblewrap.sh
 	bash -c 'source scripts/postgres.sh && \
 	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python \
 	  ALIGNBOT_TORCHAX_PYTHON=$(abspath $(TORCHAX_VENV))/bin/python \

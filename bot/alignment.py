@@ -310,6 +310,7 @@ class AlignmentJob:
             # a newer push (or losing the job) kills the sandbox at once, not at its end
             result = self.sandbox(root, config, args, self.limits, self.containment,
                                   stop=stop_event())
+        ctx.isolation, ctx.limits = list(result.isolation), list(result.limits)
         if result.report is not None:
             try:
                 ctx.report = parse_report(result.report)

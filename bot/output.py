@@ -46,6 +46,8 @@ class CheckContext:
     op_files_for: dict[str, list[str]] = field(default_factory=dict)  # spec glob -> op files
     tracker: str = "pytorch/pytorch"
     full_report_url: str | None = None
+    isolation: list[str] = field(default_factory=list)  # the sandbox's layers, as it applied them
+    limits: list[str] = field(default_factory=list)  # its limits, and those it could not apply
 
 
 @dataclass
@@ -181,7 +183,8 @@ def check_output(ctx: CheckContext) -> CheckOutput:
     by_verdict = Counter(_verdict(f) for f in findings)
     summary = env.get_template("check_run_summary.md.j2").render(
         failure=_failure(ctx), advice=ctx.advice, report=ctx.report, by_verdict=dict(by_verdict),
-        seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate)
+        seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate, isolation=ctx.isolation,
+        limits=ctx.limits)
     text = env.get_template("check_run_text.md.j2").render(findings=findings)
     return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],
                        fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),

@@ -125,7 +125,9 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
     job = alignment.AlignmentJob(
         app=github, queue=queue,
         limits=SandboxLimits(wall_seconds=settings.sandbox_wall_seconds,
-                             memory_bytes=settings.sandbox_memory_bytes),
+                             memory_bytes=settings.sandbox_memory_bytes,
+                             processes=settings.sandbox_processes, cpus=settings.sandbox_cpus,
+                             disk_bytes=settings.sandbox_disk_bytes),
         containment=containment, sandbox=metrics.sandbox(run_check),
         gate=trust.TrustGate(engine, github), engine=engine, max_shards=settings.max_shards,
         sharding=sharding.Sharding(groups), work_dir=folder.path)
@@ -173,7 +175,8 @@ def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
     if base_dir is not None:
         base_dir.mkdir(mode=0o711, parents=True, exist_ok=True)
     return Containment(hide=tuple(dict.fromkeys(hidden)),
-                       expose=tuple(settings.sandbox_interpreters), base_dir=base_dir)
+                       expose=tuple(settings.sandbox_interpreters), base_dir=base_dir,
+                       bwrap=settings.sandbox_bwrap or None)
 
 
 def _logging(settings: Settings) -> None:

@@ -112,7 +112,30 @@ class Settings(BaseSettings):
         default=900, gt=0, description="a positive number of seconds per sandboxed check"
     )
     sandbox_memory_bytes: int = Field(
-        default=4 * 1024 * MIB, gt=0, description="a positive number of bytes per sandbox process"
+        default=4 * 1024 * MIB, gt=0,
+        description="a positive number of bytes: the memory of one sandbox, all its processes "
+        "together and the files it writes in its work folder (a cgroup), and each process's "
+        "address space",
+    )
+    sandbox_processes: int = Field(
+        default=256, gt=0,
+        description="a positive number: the processes and threads of one sandbox together",
+    )
+    sandbox_cpus: float = Field(
+        default=4.0, gt=0,
+        description="a positive number of cores: the CPU time one sandbox may use per second, "
+        "all its processes together",
+    )
+    sandbox_disk_bytes: int = Field(
+        default=2 * 1024 * MIB, ge=0,
+        description="bytes of the work folder of one sandbox (a size-limited tmpfs: its files "
+        "count against its memory as well); 0 for no disk quota",
+    )
+    sandbox_bwrap: str = Field(
+        default="bwrap",
+        description="the bubblewrap command that gives each sandbox its own namespaces and a "
+        "file system of the system folders and the work folder alone (a name on PATH or an "
+        "absolute path); empty to run without namespaces",
     )
     # The sandbox's allow-list: only the service says what pull-request code may read.
     sandbox_interpreters: Annotated[list[Path], NoDecode] = Field(

@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 import pytest
+from sandbox_repo import needs_bwrap, run_hostile
 
 from bot import sandbox
-from bot.sandbox import workspace
+from bot.sandbox import SandboxLimits, workspace
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 
@@ -93,3 +94,18 @@ def test_the_engine_runs_one_worker_unless_the_check_asks_for_more(tmp_path: Pat
     argv = ws.engine_argv(config, ["--ops", "relu*"])
     assert argv[argv.index("--jobs") + 1] == "1"
     assert ws.engine_argv(config, ["--jobs", "3"]).count("--jobs") == 1
+
+
+@needs_bwrap
+@pytest.mark.parametrize("mode", ["auto", "userns"])
+def test_the_sandbox_sees_its_work_folder_alone_not_the_services_records(
+        tmp_path: Path, mode: sandbox.Mode) -> None:
+    """In a user namespace the sandbox runs as the service's own user: the folder above its
+    work folder (the owner record that says which service is alive) is not in its view."""
+    setup = ["cat ../../owner.json; ls -a ../..; exit 3"]
+    result = run_hostile("setup_fails", tmp_path, {}, SandboxLimits(wall_seconds=60),
+                         sandbox.Containment(mode=mode), setup)
+    assert result.reason == f"setup command `{setup[0]}` failed with exit status 3"
+    assert '{"pid"' not in result.stdout_tail
+    assert result.stdout_tail.endswith("\n.\n..\nwork\n"), result.stdout_tail  # no record there
+    assert "owner.json: No such file or directory" in result.stderr_tail, result.stderr_tail

@@ -1,27 +1,36 @@
 """Attacks on the sandbox through a real `alignbot serve` and the GitHub test server: pull
 requests whose configuration names the service's files, whose setup and spec code walk the
-whole file system for them, and whose processes try to outlive a service killed mid-check."""
+whole file system for them, whose setup logs in to the App's PostgreSQL through its Unix
+socket, and whose processes try to outlive a service killed mid-check."""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
+import shutil
+import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sandbox_repo import needs_bwrap
 from service import OWNER, REPO, SECRET, Service, completed, open_pull
 
-from bot.demo import wait_for
+from bot.demo import free_port, wait_for
+from bot.sandbox import cgroup
 from bot.testing.github import Link
 
 TIMEOUT = 240
 FILES = Path(__file__).parent / "fixtures" / "hostile" / "walk"
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/self/status").exists(),
-                                reason="the service sandboxes as root here (a dedicated uid)")
+pytestmark = [pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/self/status").exists(),
+                                 reason="the service sandboxes as root here (a dedicated uid)"),
+              needs_bwrap]
 
 
 class Setup:
@@ -67,10 +76,12 @@ def _config(**candidate: Any) -> str:
                        "ops": [{"paths": ["ops.py"], "specs": ["activations.softplus"]}]})
 
 
-def _pull(github: Any, number: int, config: str, extra: dict[str, bytes] | None = None) -> str:
-    """Pull request ``number`` whose head has ``config`` (JSON is YAML) and changes ops.py."""
+def _pull(github: Any, number: int, config: str, extra: dict[str, bytes] | None = None,
+          files: Path = FILES) -> str:
+    """Pull request ``number`` whose head has ``config`` (JSON is YAML), the files of the
+    hostile repository ``files`` and ``extra``, and changes ops.py."""
     base = {"README.md": b"a kernel library\n", "ops.py": b"x = 0\n"}
-    head = {**base, **{p.name: p.read_bytes() for p in FILES.iterdir() if p.is_file()},
+    head = {**base, **{p.name: p.read_bytes() for p in files.iterdir() if p.is_file()},
             **(extra or {}), ".github/alignbot.yml": config.encode(),
             "ops.py": f"x = {number}\n".encode()}
     return open_pull(github, base, head, number=number, title=f"Probe {number}")
@@ -269,9 +280,96 @@ def test_sandbox_processes_and_folders_die_with_a_killed_service(
     assert not [pid for pid in trampolines if _live(pid)], "the trampoline outlived the service"
     print(f"everything was gone {time.monotonic() - killed:.2f} s after the SIGKILL")
 
-    # A SIGKILLed service cannot clean up: its work folder stays until the next start.
-    assert list(setup.sandboxes.glob("alignbot-sandbox-*"))
+    # A SIGKILLed service cannot clean up: its work folder (and its quota's mount) and its
+    # cgroups stay until the next start.
+    folders = list(setup.sandboxes.glob("alignbot-sandbox-*"))
+    assert folders
+    assert os.path.ismount(folders[0] / "work")
+    groups = [p for h in cgroup.hierarchies() for p in h.here.glob(f"{folders[0].name}.*")]
+    assert groups, "the sandbox had no cgroup"
     github.update_pull(OWNER, REPO, 1, state="closed")  # the re-run job then skips
     service.start()
     assert list(setup.sandboxes.glob("alignbot-sandbox-*")) == []
+    assert not os.path.ismount(folders[0] / "work")
+    assert [p for p in groups if p.exists()] == []
     assert github.check_runs_for(OWNER, REPO, sha)  # the job had started: it was mid-check
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+@dataclass
+class Postgres:
+    """A PostgreSQL for the App's database listening on its Unix socket alone, in the folder
+    Debian puts it (/var/run/postgresql), with trust authentication: the worst case."""
+
+    folder: str
+    port: int
+    database: str
+
+    @property
+    def url(self) -> str:
+        return (f"postgresql+psycopg://postgres@/{self.database}?host={self.folder}"
+                f"&port={self.port}")
+
+    def query(self, sql: str) -> list[tuple[Any, ...]]:
+        import psycopg
+
+        with psycopg.connect(host=self.folder, port=self.port, user="postgres",
+                             dbname=self.database, autocommit=True) as conn:
+            cursor = conn.execute(sql)
+            return cursor.fetchall() if cursor.description else []
+
+
+def _pg_as(command: list[str]) -> None:
+    subprocess.run(["su", "postgres", "-s", "/bin/sh", "-c", " ".join(command)], check=True,
+                   stdout=subprocess.DEVNULL, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def postgres_socket() -> Iterator[Postgres]:
+    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin"),
+                      key=lambda p: int(p.parent.name) if p.parent.name.isdigit() else 0)
+    if not binaries or shutil.which("su") is None:
+        pytest.skip("PostgreSQL's server is not installed (scripts/postgres.sh installs it)")
+    folder = Path("/var/run/postgresql")
+    if not folder.is_dir():
+        folder.mkdir(mode=0o2775, parents=True)
+        shutil.chown(folder, "postgres", "postgres")
+    data = Path(tempfile.mkdtemp(prefix="alignbot-pg-socket-"))
+    shutil.chown(data, "postgres")
+    pg = Postgres(str(folder), free_port(), "alignbot")  # a port of its own: no other server's
+    bin_dir = binaries[-1]
+    _pg_as([f"{bin_dir}/initdb", "-D", str(data), "-A", "trust", "-U", "postgres"])
+    _pg_as([f"{bin_dir}/pg_ctl", "-D", str(data), "-l", f"{data}/server.log", "-w", "-o",
+            f"\"-p {pg.port} -k {folder} -c listen_addresses='' -c fsync=off\"", "start"])
+    try:
+        Postgres(pg.folder, pg.port, "postgres").query(f"CREATE DATABASE {pg.database}")
+        yield pg
+    finally:
+        _pg_as([f"{bin_dir}/pg_ctl", "-D", str(data), "-m", "immediate", "stop"])
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_setup_code_cannot_reach_the_apps_postgresql_on_its_unix_socket(
+        github_server: Any, make_service: Any, setup: Setup, postgres_socket: Postgres) -> None:
+    """The App keeps its jobs in a PostgreSQL that trusts whoever reaches its socket; the
+    pull request's setup code tries to copy ``jobs`` and to run a program on the host."""
+    github, pg = github_server, postgres_socket
+    token = secrets.token_hex(6)
+    mark = Path(f"/tmp/alignbot-pg-program-{token}")
+    targets = {"folder": pg.folder, "port": pg.port, "database": pg.database,
+               "table": f"stolen_{token}", "file": str(mark)}
+    service = make_service(setup.data, **setup.env(), ALIGNBOT_DATABASE_URL=pg.url)
+    config = json.dumps({"candidate": {"preset": "torch", "setup": ["python pg.py"]},
+                         "ops": [{"paths": ["ops.py"], "specs": ["activations.softplus"]}]})
+    runs = _open(github, service, {1: _pull(github, 1, config, {
+        "targets.json": json.dumps(targets).encode()}, files=FILES.parent / "postgres")})
+    text = _text(runs[1])
+    assert runs[1].conclusion == "failure"
+    assert "python pg.py\\` failed with exit status 7" in text, text  # it ran, to its end
+    assert pg.query("SELECT count(*) FROM jobs")[0][0] >= 1  # the host reaches it: the App's
+    assert pg.query(f"SELECT to_regclass('stolen_{token}') IS NULL") == [(True,)], \
+        "the pull request read the App's jobs"
+    assert not mark.exists(), "the pull request ran a program on the host"
+    assert "Sandbox: " in text and "network-namespace" in text and "Limits: memory" in text

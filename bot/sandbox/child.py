@@ -1,50 +1,46 @@
-"""The trampoline and the namespace's init: what runs between the service's fork+exec and
-the command's exec, privileged (it may unshare, mount and change uids).
+"""The trampoline and the worker: what runs between the service's fork+exec and the command's
+exec, privileged (it may join cgroups, drop its uid, confine itself).
 
 The service runs this file as a script (``runner._TRAMPOLINE``), never calls into it: it
-needs only the standard library and imports nothing from this package, so it works however
-the service was installed, and ``-I`` keeps the environment and the working folder out of
-it. The service imports it only for ``_under`` and the constants.
+needs only the standard library (and ``confine.py`` beside it, loaded by path) and imports
+nothing else of this package, so it works however the service was installed, and ``-I`` keeps
+the environment and the working folder out of it. The service imports it only for ``_under``
+and the constants.
+
+The trampoline joins the sandbox's cgroups and a fresh session keyring, then either execs
+bubblewrap, which makes the namespaces and the file system and runs this file again as the
+worker (``--worker FD``, the spec in a memfd), or, without namespaces, forks the worker itself.
+The worker drops to the dedicated uid, sets ``no_new_privs`` and rlimits, applies Landlock and
+seccomp (``confine``), reports the layers it finds on a pipe only the service reads, and execs
+the command.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
-import fcntl
+import importlib.util
 import json
 import os
-import re
 import resource
 import signal
-import socket
 import stat
-import struct
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
+from types import ModuleType
 from typing import Any, NoReturn
 
-# --------------------------------------------------------------------------- the trampoline
-# Everything below runs in the trampoline process (this file as a script), never in the
-# service: it may unshare, mount and change uids.
-
 MIB = 1024 ** 2
-TMPFS_BYTES = 64 * MIB  # each private /tmp, /var/tmp, /dev/shm (RAM, not counted by RLIMIT_AS)
+TMPFS_BYTES = 64 * MIB  # each private /tmp, /var/tmp, /dev/shm (RAM: the cgroup counts it)
 REFUSED = 125  # the trampoline's exit status when it refused to run the command
 
-CLONE_NEWNS, CLONE_NEWUTS, CLONE_NEWIPC = 0x00020000, 0x04000000, 0x08000000
-CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x10000000, 0x20000000, 0x40000000
-MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REMOUNT = 1, 2, 4, 8, 32
-MS_NOATIME, MS_NODIRATIME, MS_BIND, MS_REC, MS_PRIVATE = 1024, 2048, 4096, 16384, 1 << 18
-MS_RELATIME, MS_STRICTATIME = 1 << 21, 1 << 24
 PR_SET_PDEATHSIG, PR_SET_NO_NEW_PRIVS = 1, 38
-_MOUNT_OPTION_FLAGS = {"nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC,
-                       "noatime": MS_NOATIME, "nodiratime": MS_NODIRATIME,
-                       "relatime": MS_RELATIME, "strictatime": MS_STRICTATIME}
-_NAMESPACES = (("mount-namespace", CLONE_NEWNS), ("pid-namespace", CLONE_NEWPID),
-               ("ipc-namespace", CLONE_NEWIPC), ("uts-namespace", CLONE_NEWUTS),
-               ("network-namespace", CLONE_NEWNET))
+_KEYCTL = {"x86_64": 250, "aarch64": 219}
+_KEYCTL_JOIN_SESSION_KEYRING = 1
+NAMESPACES = (("mnt", "mount-namespace"), ("pid", "pid-namespace"), ("net", "network-namespace"),
+              ("ipc", "ipc-namespace"), ("uts", "uts-namespace"), ("cgroup", "cgroup-namespace"),
+              ("user", "user-namespace"))
 
 
 class _Refused(Exception):
@@ -55,32 +51,42 @@ def _libc() -> ctypes.CDLL:
     return ctypes.CDLL(None, use_errno=True)
 
 
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"{what}: {os.strerror(err)}")
-
-
-def _unshare(flags: int) -> None:
-    _check(_libc().unshare(flags), "unshare")
-
-
-def _mount(source: str | None, target: str, fstype: str | None, flags: int,
-           data: str | None = None) -> None:
-    def enc(value: str | None) -> bytes | None:
-        return value.encode() if value is not None else None
-
-    _check(_libc().mount(enc(source), enc(target), enc(fstype), ctypes.c_ulong(flags),
-                         enc(data)), f"mount {target}")
-
-
 def _prctl(option: int, value: int) -> None:
-    _check(_libc().prctl(option, ctypes.c_ulong(value), 0, 0, 0), "prctl")
+    if _libc().prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"prctl: {os.strerror(err)}")
 
+
+def _confine() -> ModuleType:
+    """``confine.py``: the package's module in the service, loaded by path in the script."""
+    if __package__:
+        from . import confine
+        return confine
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "confine.py")
+    spec = importlib.util.spec_from_file_location("alignbot_sandbox_confine", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+def host_namespaces() -> dict[str, int]:
+    """This process's namespaces (inode numbers): the worker compares its own with them."""
+    found = {}
+    for name, _ in NAMESPACES:
+        with contextlib.suppress(OSError):
+            found[name] = os.stat(f"/proc/self/ns/{name}").st_ino
+    return found
+
+
+# --------------------------------------------------------------------------- the trampoline
 
 def _main(argv: Sequence[str]) -> NoReturn:
     if len(argv) == 2 and argv[0] == "--sweep":
         _sweep_as(int(argv[1]))
+    if len(argv) == 2 and argv[0] == "--worker":
+        _worker_main(int(argv[1]))
     # Die with the service, even when it is SIGKILLed: first the parent-death signal, then
     # (once the spec says who the parent should be) a check that it did not die before.
     _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
@@ -94,26 +100,47 @@ def _main(argv: Sequence[str]) -> NoReturn:
     os.close(devnull)
     status_fd = int(spec["status_fd"])
     try:
-        layers = _enter_namespaces(spec)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGTERM)  # again: a new user namespace may clear it
-        if os.getppid() != int(spec["parent"]):
-            _die(sweep_uid)
+        for procs in spec["cgroups"]:  # before anything else: every child is born inside
+            Path(procs).write_text(str(os.getpid()))
+        layers = ["fresh-keyring"] if _fresh_keyring() else []
+        if spec["bwrap"]:
+            spec["layers"] = layers
+            _exec_bwrap(spec)
+        layers += _unisolated_checks(spec)
     except Exception as exc:
         why = str(exc) if isinstance(exc, _Refused) else f"the sandbox could not be set up: {exc}"
         _report(status_fd, {"refused": why})
         os._exit(REFUSED)
-    parent = os.getpid()
     child = os.fork()
     if child == 0:
-        _init(spec, layers, status_fd, parent)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _exec_worker(spec, layers)
     os.close(status_fd)
     _, status = os.waitpid(child, 0)
     os._exit(_status_code(status))
 
 
+def _fresh_keyring() -> bool:
+    """Leave the service's session keyring for a new, empty one (its keys are possessed, so
+    readable, by everything that shares it)."""
+    number = _KEYCTL.get(os.uname().machine)
+    if number is None:
+        return False
+    return _libc().syscall(number, _KEYCTL_JOIN_SESSION_KEYRING, None) >= 0
+
+
+def _exec_bwrap(spec: dict[str, Any]) -> NoReturn:
+    """Exec bubblewrap, which runs the worker inside; the spec travels in a memfd."""
+    fd = os.memfd_create("alignbot-sandbox-spec", 0)  # inherited: not close-on-exec
+    os.write(fd, json.dumps(spec).encode())
+    os.lseek(fd, 0, os.SEEK_SET)
+    argv = [*spec["bwrap"], "--", *spec["worker"], "--worker", str(fd)]
+    os.execv(argv[0], argv)
+
+
 def _die(sweep_uid: int | None) -> NoReturn:
     """The service is gone: kill what runs as the dedicated uid (without a PID namespace
-    nothing else would), then leave; init follows by its own parent-death signal."""
+    nothing else would), then leave; the worker follows by its own parent-death signal."""
     if isinstance(sweep_uid, int) and sweep_uid > 0:
         with contextlib.suppress(OSError):
             child = os.fork()
@@ -147,126 +174,31 @@ def _status_code(status: int) -> int:
     return os.WEXITSTATUS(status)
 
 
-def _enter_namespaces(spec: dict[str, Any]) -> list[str]:
-    layers: list[str] = []
-    if spec["mode"] == "userns":
-        try:
-            _unshare(CLONE_NEWUSER)
-        except OSError as exc:
-            if not spec["allow_unisolated"]:
-                raise _Refused(f"not root and user namespaces are unavailable ({exc}): the "
-                               "pull request's code would run as the service's user") from exc
-        else:
-            uid, gid = int(spec["uid"]), int(spec["gid"])
-            inside = uid or 1000  # never root inside: exec then drops every capability
-            Path("/proc/self/setgroups").write_text("deny")
-            Path("/proc/self/uid_map").write_text(f"{inside} {uid} 1")
-            Path("/proc/self/gid_map").write_text(f"{gid or 1000} {gid} 1")
-            layers.append("user-namespace")
-    if spec["namespaces"]:
-        for name, flag in _NAMESPACES:
-            if name == "network-namespace" and spec["network"]:
-                continue
-            with contextlib.suppress(OSError):
-                _unshare(flag)
-                layers.append(name)
-    if spec["mode"] == "userns" and "user-namespace" in layers \
-            and "mount-namespace" not in layers:
-        raise _Refused("a user namespace without a mount namespace cannot hide the service's "
-                       "files")
-    return layers
-
-
-def _init(spec: dict[str, Any], layers: list[str], status_fd: int, parent: int) -> NoReturn:
-    """The namespace's init: set up mounts and loopback, report, run the worker, reap."""
-    try:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the trampoline's handler is not init's
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() not in (parent, 0):  # 0: the parent is outside our PID namespace
-            os._exit(128 + signal.SIGKILL)
-        uid, gid = _ids(spec)
-        if "mount-namespace" in layers:
-            layers += _mounts(spec, uid, gid, "pid-namespace" in layers)
-        if "network-namespace" in layers:
-            _loopback_up()
-        if "user-namespace" in layers and "fresh-proc" not in layers:
-            # The same uid as the service: the host's /proc would show its environment.
-            raise _Refused("without a PID namespace and a fresh /proc the pull request's "
-                           "code could read the service's /proc/<pid>/environ")
-        if "mount-namespace" not in layers and spec["mode"] == "uid":
-            for path in spec["hide"]:
-                if path not in spec["tmp"] and _readable(path, uid, gid):
-                    raise _Refused(f"without a mount namespace {path} cannot be hidden and "
-                                   f"the sandbox user (uid {uid}) could read it; make it "
-                                   "unreadable to other users or allow mount namespaces")
-        if spec["mode"] == "uid":
-            layers.append(f"uid:{uid}")
-        for path in spec["expose"]:
-            blocked = _blocked(path, uid, gid)
-            if blocked:
-                raise _Refused(f"the sandbox user (uid {spec['uid']}) cannot reach {path}: "
-                               f"{blocked}; install it where every user can read it, or run "
-                               "where mount namespaces are allowed")
-        layers.append("no-new-privileges")
-    except _Refused as exc:
-        _report(status_fd, {"refused": str(exc)})
-        os._exit(REFUSED)
-    except Exception as exc:
-        _report(status_fd, {"refused": f"the sandbox could not be set up: {exc}"})
-        os._exit(REFUSED)
-    _report(status_fd, {"layers": layers})
-    worker = os.fork()
-    if worker == 0:
-        _exec_worker(spec)
-    while True:
-        try:
-            pid, status = os.wait()
-        except ChildProcessError:
-            os._exit(0)
-        if pid == worker:
-            os._exit(_status_code(status))
-
-
-def _exec_worker(spec: dict[str, Any]) -> NoReturn:
-    # Nothing may be imported from here on: after the uid changes, the interpreter's own
-    # files may be out of reach (they are when there is no mount namespace to expose them).
-    try:
-        if spec["mode"] == "uid":
-            uid, gid = int(spec["uid"]), int(spec["gid"])
-            os.setgroups([])
-            os.setresgid(gid, gid, gid)
-            os.setresuid(uid, uid, uid)
-            if os.getresuid() != (uid, uid, uid) or os.getgroups():
-                raise OSError("the uid did not change")
-        _prctl(PR_SET_NO_NEW_PRIVS, 1)
-        _set_rlimits(spec["rlimits"])
-        os.umask(0o077)
-        os.chdir(spec["cwd"])
-        os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
-    except BaseException as exc:  # report and leave; never fall back into init's code
-        with contextlib.suppress(OSError):
-            os.write(2, f"alignbot sandbox: cannot run {spec['argv'][0]}: {exc}\n".encode())
-        os._exit(127)
-
-
-def _set_rlimits(limits: dict[str, int]) -> None:
-    def cap(kind: int, soft: int, hard: int | None = None) -> None:
-        _, current = resource.getrlimit(kind)
-        hard = soft if hard is None else hard
-        if current != resource.RLIM_INFINITY:
-            soft, hard = min(soft, current), min(hard, current)
-        resource.setrlimit(kind, (soft, hard))
-
-    cap(resource.RLIMIT_CORE, 0)
-    # The hard CPU limit a little above the soft one: SIGXCPU first, then SIGKILL.
-    cap(resource.RLIMIT_CPU, limits["cpu"], limits["cpu"] + 5)
-    cap(resource.RLIMIT_AS, limits["as"])
-    cap(resource.RLIMIT_NPROC, limits["nproc"])
-    cap(resource.RLIMIT_FSIZE, limits["fsize"])
+def _unisolated_checks(spec: dict[str, Any]) -> list[str]:
+    """Without namespaces nothing is hidden: refuse when a hidden folder is readable by the
+    sandbox's uid, or an exposed one is out of its reach."""
+    if spec["mode"] == "userns" and not spec["allow_unisolated"]:
+        raise _Refused("not root and bubblewrap cannot make a user namespace here "
+                       f"({spec['no_bwrap']}): the pull request's code would run as the "
+                       "service's user")
+    uid, gid = _ids(spec)
+    if spec["mode"] == "uid":
+        for path in spec["hide"]:
+            if path not in spec["tmp"] and _readable(path, uid, gid):
+                raise _Refused(f"without a mount namespace {path} cannot be hidden and "
+                               f"the sandbox user (uid {uid}) could read it; make it "
+                               "unreadable to other users or allow mount namespaces")
+    for path in spec["expose"]:
+        blocked = _blocked(path, uid, gid)
+        if blocked:
+            raise _Refused(f"the sandbox user (uid {spec['uid']}) cannot reach {path}: "
+                           f"{blocked}; install it where every user can read it, or run "
+                           "where mount namespaces are allowed")
+    return [f"no-namespaces ({spec['no_bwrap']})"]
 
 
 def _ids(spec: dict[str, Any]) -> tuple[int, int]:
-    """The uid and gid the command will run as, as this namespace sees them."""
+    """The uid and gid the command will run as."""
     if spec["mode"] == "uid":
         return int(spec["uid"]), int(spec["gid"])
     return os.getuid(), os.getgid()
@@ -306,109 +238,89 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
-def _mounts(spec: dict[str, Any], uid: int, gid: int, new_pid: bool) -> list[str]:
-    """Hide, re-expose, bind the work directory, fresh /proc, read-only everything else."""
-    _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    keep = [*spec["expose"], *spec["rw"]]
-    tmp = set(spec["tmp"])
-    hide = set(spec["hide"]) | tmp
-    for path in keep:  # folders on the way that the sandbox user may not search
-        current = ""
-        for part in [p for p in path.split("/") if p][:-1]:
-            current += "/" + part
-            if not _may(os.stat(current), uid, gid, 0o1):
-                hide.add(current)
-    for top in list(hide):  # re-expose kept paths one level at a time
-        for path in keep:
-            if _under(path, top) and path != top and not _inside_kept(path, keep, top):
-                parent = os.path.dirname(path)
-                while _under(parent, top) and parent != top:
-                    hide.add(parent)
-                    parent = os.path.dirname(parent)
-    hidden: list[str] = []
-    for folder in sorted(hide, key=lambda p: p.count("/")):
-        # Hidden wins: a secret inside a kept tree is hidden, and so is a kept path that is
-        # itself a hidden folder; only kept paths strictly inside a hidden one come back.
-        if not os.path.lexists(folder) or (folder in keep and folder not in spec["hide"]):
-            continue
-        _hide(folder, keep, 0o1777 if folder in tmp else 0o755,
-              TMPFS_BYTES if folder in tmp else MIB)
-        hidden.append(folder)
-    for path in spec["rw"]:
-        _mount(path, path, None, MS_BIND | MS_REC)
-    layers = ["private-tmp"]
-    secret = [h for h in hidden if h not in tmp]
-    if secret:
-        layers.append("hidden:" + ",".join(secret))
-    if new_pid:
-        with contextlib.suppress(OSError):
-            _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
-            layers.append("fresh-proc")
-    failed = _read_only(spec["rw"], [h for h in hidden if h in tmp])
-    layers.append("read-only-filesystem" if not failed else
-                  f"read-only-filesystem (not {', '.join(failed[:3])})")
-    return layers
+# --------------------------------------------------------------------------- the worker
 
-
-def _inside_kept(path: str, keep: Iterable[str], top: str) -> bool:
-    """``path`` lies inside another kept folder below ``top``: that folder comes back whole,
-    so nothing between them may be hidden (a venv kept whole, and its ``checks`` package)."""
-    return any(other not in (path, top) and _under(path, other) and _under(other, top)
-               for other in keep)
-
-
-def _hide(folder: str, keep: Iterable[str], mode: int, size: int) -> None:
-    if not os.path.isdir(folder) or os.path.islink(folder):
-        _mount("/dev/null", folder, None, MS_BIND)
-        return
-    children = sorted({os.path.relpath(k, folder).split("/")[0] for k in keep
-                       if _under(k, folder) and k != folder})
-    fds = [(child, os.open(os.path.join(folder, child), os.O_PATH))
-           for child in children if os.path.lexists(os.path.join(folder, child))]
+def _worker_main(fd: int) -> NoReturn:
+    """Inside bubblewrap: read the spec, check what the namespaces are, run the command."""
+    with os.fdopen(fd, "rb") as handle:
+        spec = json.loads(handle.read())
+    status_fd = int(spec["status_fd"])
     try:
-        _mount("tmpfs", folder, "tmpfs", MS_NOSUID | MS_NODEV,
-               f"mode={mode:o},size={size}")
-        for child, fd in fds:
-            placeholder = os.path.join(folder, child)
-            if stat.S_ISDIR(os.fstat(fd).st_mode):
-                os.mkdir(placeholder, 0o755)
-            else:
-                os.close(os.open(placeholder, os.O_CREAT | os.O_WRONLY, 0o644))
-            _mount(f"/proc/self/fd/{fd}", placeholder, None, MS_BIND | MS_REC)
-    finally:
-        for _, fd in fds:
-            os.close(fd)
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        layers = [*spec["layers"], *_observed(spec)]
+    except Exception as exc:
+        _report(status_fd, {"refused": f"the sandbox could not be set up: {exc}"})
+        os._exit(REFUSED)
+    _exec_worker(spec, layers)
 
 
-def _read_only(writable: list[str], scratch: list[str]) -> list[str]:
-    """Remount every mount read-only but the writable trees, the scratch tmpfs mounts
-    themselves (not what is exposed inside them) and /proc, /sys, /dev."""
-    failed: list[str] = []
-    seen: set[str] = set()
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        fields = line.split()
-        point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
-        options = fields[5].split(",")
-        if point in seen or point in scratch or "ro" in options or any(
-                _under(point, p) for p in ("/proc", "/sys", "/dev", *writable)):
-            continue
-        seen.add(point)
-        flags = MS_BIND | MS_REMOUNT | MS_RDONLY
-        for option in options:
-            flags |= _MOUNT_OPTION_FLAGS.get(option, 0)
-        try:
-            _mount(None, point, None, flags)
-        except OSError:
-            failed.append(point)
-    return failed
+def _observed(spec: dict[str, Any]) -> list[str]:
+    """The namespaces this process is in, compared with the service's, and the file system
+    as bubblewrap left it; bubblewrap's own layers (what the view holds) follow."""
+    host = spec["host_ns"]
+    layers = [layer for name, layer in NAMESPACES
+              if name in host and os.stat(f"/proc/self/ns/{name}").st_ino != host[name]]
+    if "mount-namespace" not in layers or "pid-namespace" not in layers:
+        raise _Refused("bubblewrap did not make the mount and PID namespaces")
+    if os.readlink("/proc/self") == str(os.getpid()):
+        layers.append("fresh-proc")
+    if os.statvfs("/").f_flag & os.ST_RDONLY:
+        layers.append("read-only-filesystem")
+    return [*layers, *spec["view_layers"]]
 
 
-def _loopback_up() -> None:
-    """Bring ``lo`` up in the new network namespace (SIOCGIFFLAGS, SIOCSIFFLAGS)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
-        request = struct.pack("16sH22x", b"lo", 0)
-        flags = struct.unpack("16sH", fcntl.ioctl(sock, 0x8913, request)[:18])[1]
-        fcntl.ioctl(sock, 0x8914, struct.pack("16sH22x", b"lo", flags | 1))
+def _exec_worker(spec: dict[str, Any], layers: list[str]) -> NoReturn:
+    # Nothing may be imported from here on: after the uid changes, the interpreter's own
+    # files may be out of reach (they are when there is no mount namespace to expose them).
+    status_fd = int(spec["status_fd"])
+    try:
+        confine = _confine()
+        if spec["mode"] == "uid":
+            uid, gid = int(spec["uid"]), int(spec["gid"])
+            os.setgroups([])
+            os.setresgid(gid, gid, gid)
+            os.setresuid(uid, uid, uid)
+            if os.getresuid() != (uid, uid, uid) or os.getgroups():
+                raise OSError("the uid did not change")
+            layers.append(f"uid:{uid}")
+        _prctl(PR_SET_NO_NEW_PRIVS, 1)
+        layers.append("no-new-privileges")
+        _set_rlimits(spec["rlimits"])
+        policy = spec["confine"]
+        files = confine.FilePolicy(**policy["files"]) if policy["files"] else None
+        layers += confine.landlock(files, policy["unix_sockets"])
+        families = policy["socket_families"]
+        layers += confine.seccomp(confine.SyscallPolicy(
+            ipc=policy["ipc"], socket_families=None if families is None else frozenset(families)))
+    except Exception as exc:
+        why = str(exc) if isinstance(exc, _Refused) else f"the sandbox could not be set up: {exc}"
+        _report(status_fd, {"refused": why})
+        os._exit(REFUSED)
+    _report(status_fd, {"layers": layers})
+    try:
+        os.umask(0o077)
+        os.chdir(spec["cwd"])
+        os.execvpe(spec["argv"][0], spec["argv"], spec["env"])
+    except BaseException as exc:  # report and leave; never fall back into the trampoline
+        with contextlib.suppress(OSError):
+            os.write(2, f"alignbot sandbox: cannot run {spec['argv'][0]}: {exc}\n".encode())
+        os._exit(127)
+
+
+def _set_rlimits(limits: dict[str, int]) -> None:
+    def cap(kind: int, soft: int, hard: int | None = None) -> None:
+        _, current = resource.getrlimit(kind)
+        hard = soft if hard is None else hard
+        if current != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current), min(hard, current)
+        resource.setrlimit(kind, (soft, hard))
+
+    cap(resource.RLIMIT_CORE, 0)
+    # The hard CPU limit a little above the soft one: SIGXCPU first, then SIGKILL.
+    cap(resource.RLIMIT_CPU, limits["cpu"], limits["cpu"] + 5)
+    cap(resource.RLIMIT_AS, limits["as"])
+    cap(resource.RLIMIT_NPROC, limits["nproc"])
+    cap(resource.RLIMIT_FSIZE, limits["fsize"])
 
 
 if __name__ == "__main__":

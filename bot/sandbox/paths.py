@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from .child import _under
-from .plan import Containment
 
 if TYPE_CHECKING:
     from ..config import RepoConfig
+    from .plan import Containment
 
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 SECRET_DIRS = ("/run/secrets",)

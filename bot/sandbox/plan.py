@@ -1,5 +1,6 @@
 """Who runs the pull request's code and within what: the limits, the containment the
-service asks for, and the plan chosen from it (the mode, the uid, whether it is dedicated)."""
+service asks for, and the plan chosen from it (the mode, the uid, whether it is dedicated,
+whether bubblewrap makes its namespaces)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from . import view
 from .child import MIB
 
 GIB = 1024 ** 3
@@ -19,8 +21,12 @@ Mode = Literal["auto", "uid", "userns", "none"]
 
 @dataclass(frozen=True)
 class SandboxLimits:
-    """Per-process rlimits (CPU, address space, file size), per-uid processes (threads
-    count), and one wall-clock limit for setup and the engine together."""
+    """What one sandbox may use. In a cgroup, for all its processes together: ``memory_bytes``
+    (the files it writes in its tmpfs folders count too: they are RAM), ``processes``
+    (threads count) and ``cpus`` (cores' worth of CPU time per second); per process, as
+    rlimits: ``cpu_seconds``, ``memory_bytes`` of address space, ``file_size``, and
+    ``processes`` per uid. ``disk_bytes``: the work folder's size (a tmpfs; 0: no quota).
+    One wall-clock limit for setup and the engine together."""
 
     cpu_seconds: int = 600
     memory_bytes: int = 4 * GIB
@@ -28,6 +34,8 @@ class SandboxLimits:
     file_size: int = 1 * GIB
     wall_seconds: float = 900
     network: bool = False
+    cpus: float = 4.0
+    disk_bytes: int = 2 * GIB
 
 
 @dataclass(frozen=True)
@@ -40,7 +48,9 @@ class Containment:
     ``hide``: more secret paths (the folders of the app's key and of its database) to hide
     under empty mounts; ``expose``: the operator's allow-list, folders the sandbox may read
     and ``candidate.python`` may name (interpreters installed for candidates). Both come
-    from the service, never from a pull request; ``base_dir``: where work folders go."""
+    from the service, never from a pull request; ``base_dir``: where work folders go;
+    ``bwrap``: the bubblewrap command that makes the namespaces (None: never use it);
+    ``namespaces=False``: none at all (the uid, Landlock and seccomp only)."""
 
     mode: Mode = "auto"
     namespaces: bool = True
@@ -49,6 +59,7 @@ class Containment:
     expose: tuple[Path, ...] = ()
     base_dir: Path | None = None
     allow_unisolated: bool = False
+    bwrap: str | None = "bwrap"
 
 
 
@@ -66,6 +77,8 @@ class _Plan:
     uid: int
     gid: int
     dedicated: bool  # a uid of its own: safe to kill(-1) as it afterwards
+    bwrap: str | None = None  # the bubblewrap that makes the namespaces
+    no_bwrap: str = ""  # else why there are none
 
 
 def _plan(containment: Containment) -> _Plan | str:
@@ -81,8 +94,26 @@ def _plan(containment: Containment) -> _Plan | str:
             UID_BASE + secrets.randbelow(UID_COUNT)
         if uid == 0:
             return "the sandbox uid cannot be 0"
-        return _Plan("uid", uid, uid, containment.uid is None)
+        return _Plan("uid", uid, uid, containment.uid is None, *_bwrap(containment, True))
     if mode == "none" and not containment.allow_unisolated:
         return ("no isolation was asked for (mode `none`) and unisolated runs are not "
                 "allowed: the pull request's code could read the service's files")
-    return _Plan(mode, os.getuid(), os.getgid(), False)
+    found = _bwrap(containment, False) if mode == "userns" else (None, "mode `none`")
+    return _Plan(mode, os.getuid(), os.getgid(), False, *found)
+
+
+def _bwrap(containment: Containment, root: bool) -> tuple[str | None, str]:
+    """The bubblewrap to use, or None and why not (turned off, not installed, or it cannot
+    make namespaces here)."""
+    if not containment.namespaces:
+        return None, "namespaces turned off"
+    if not containment.bwrap:
+        return None, "bubblewrap turned off"
+    found = view.find_bwrap(containment.bwrap)
+    if found is None:
+        return None, (f"bubblewrap (`{containment.bwrap}`) is not installed: the Debian "
+                      "package `bubblewrap`")
+    problem = view.probe(found, root)
+    if problem is not None:
+        return None, f"bubblewrap cannot make namespaces here: {problem}"
+    return found, ""

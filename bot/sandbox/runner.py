@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import child
+from . import child, confine, view
 from .paths import TMP_DIRS
 from .plan import SandboxLimits, _Plan, _size
 
@@ -33,7 +33,8 @@ STOPPED = "the check was no longer needed"
 @dataclass
 class SandboxResult:
     """What came back. ``reason`` is one line when the sandbox refused or something stopped
-    the run; ``isolation`` lists the layers that were applied."""
+    the run; ``isolation`` lists the layers that were applied, ``limits`` the resource
+    limits (and, for each one that could not be applied, why)."""
 
     report: dict[str, Any] | None
     exit_code: int | None
@@ -42,6 +43,7 @@ class SandboxResult:
     stderr_tail: str
     duration: float
     isolation: list[str] = field(default_factory=list)
+    limits: list[str] = field(default_factory=list)  # applied, and what could not be and why
 
 
 
@@ -121,7 +123,21 @@ def _hint(stderr: bytes, limits: SandboxLimits) -> str:
         return f" (file size limit of {_size(limits.file_size)} reached?)"
     if "Resource temporarily unavailable" in text:
         return f" (process limit of {limits.processes} reached?)"
+    if "No space left on device" in text and limits.disk_bytes > 0:
+        return f" (the work folder's disk quota of {_size(limits.disk_bytes)} is full?)"
     return ""
+
+
+def _limit_hit(hits: list[str], limits: SandboxLimits) -> str | None:
+    """A cgroup limit the kernel says was reached (not a guess from the output)."""
+    if "memory" in hits:
+        return (f"the sandbox's memory limit ({_size(limits.memory_bytes)} for all its "
+                "processes together) was reached")
+    if "pids" in hits:
+        return f"the sandbox's process limit ({limits.processes}) was reached"
+    if "disk" in hits:
+        return f"the work folder's disk quota ({_size(limits.disk_bytes)}) is full"
+    return None
 
 
 
@@ -139,8 +155,9 @@ _SIGNAL_CAUSE = {
 
 _TRAMPOLINE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
 # child.py, run as a script: it needs only the standard library, so it works however the
-# service was installed, and -I keeps the environment and the working folder out of it.
-_TRAMPOLINE = [sys.executable, "-I", "-B", os.path.abspath(child.__file__)]
+# service was installed, -I keeps the environment and the working folder out of it, and -S
+# skips site-packages (it runs twice per command: the trampoline, then the worker inside).
+_TRAMPOLINE = [sys.executable, "-I", "-S", "-B", os.path.abspath(child.__file__)]
 
 
 def _sweep(uid: int) -> None:
@@ -161,6 +178,7 @@ class _Run:
     layers: list[str]
     refused: str | None
     stopped: bool = False  # killed early: its ``stop`` event was set
+    hits: list[str] = field(default_factory=list)  # limits reached: memory, pids, disk
 
     def reason(self, what: str, limits: SandboxLimits, wall: float) -> str | None:
         if self.stopped:
@@ -173,33 +191,76 @@ class _Run:
         if code is not None and 128 < code <= 128 + 64:
             sig = signal.Signals(code - 128) if code - 128 in signal.valid_signals() else None
             if sig is not None:
-                cause = _SIGNAL_CAUSE.get(sig)
+                hit = _limit_hit(self.hits, limits) if sig == signal.SIGKILL else None
+                cause = (lambda _: hit) if hit else _SIGNAL_CAUSE.get(sig)
                 return f"{what} was killed by {sig.name}" + (f": {cause(limits)}" if cause
                                                              else "")
         return None
+
+    def hint(self, limits: SandboxLimits) -> str:
+        """Why a command that exited on its own may have failed: a cgroup limit it reached
+        (one of its processes was killed), else what its output suggests."""
+        hit = _limit_hit(self.hits, limits)
+        return f" ({hit})" if hit else _hint(self.stderr, limits)
+
+
+# what a sandbox without namespaces may open in /dev: Landlock denies the rest
+DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty")
+
+
+def _spec(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan: _Plan,
+          limits: SandboxLimits, status_fd: int) -> dict[str, Any]:
+    """What the trampoline is told: the command, who runs it, the cgroups to join, the
+    bubblewrap command line (or none, and why) and the kernel filters."""
+    work = str(ws.work)  # all the sandbox may write; the top above it is the service's
+    expose, hide = ws.exposed(), ws.hidden()
+    spec: dict[str, Any] = {
+        "argv": argv, "cwd": str(cwd), "env": env, "mode": plan.mode, "uid": plan.uid,
+        "gid": plan.gid, "status_fd": status_fd, "parent": os.getpid(),
+        "sweep_uid": plan.uid if plan.dedicated else None,
+        "allow_unisolated": ws.containment.allow_unisolated, "expose": expose, "hide": hide,
+        "tmp": [p for p in TMP_DIRS if os.path.isdir(p)],
+        "rlimits": {"cpu": limits.cpu_seconds, "as": limits.memory_bytes,
+                    "nproc": limits.processes, "fsize": limits.file_size},
+        "cgroups": ws.cgroup.procs if ws.cgroup else [], "bwrap": None, "no_bwrap": plan.no_bwrap,
+        "confine": {"files": None, "unix_sockets": [work], "ipc": False, "socket_families": None},
+    }
+    if plan.bwrap is not None:
+        # the worker is this package's child.py, run again inside by the service's interpreter
+        code = os.path.dirname(os.path.abspath(child.__file__))
+        shown = [*expose, code]
+        built = view.bwrap_argv(plan.bwrap, root=plan.mode == "uid", network=limits.network,
+                                expose=shown, hide=hide, workspace=work, empty=str(ws.empty),
+                                masks=view.special_files([*view.system_paths(), *shown]),
+                                inside_uid=plan.uid or 1000)
+        spec.update(bwrap=built.argv, worker=_TRAMPOLINE, view_layers=built.layers,
+                    host_ns=child.host_namespaces())
+    else:  # no namespaces: Landlock keeps the file system to the same trees, seccomp closes
+        # the host's sockets and System V IPC, which no mount or IPC namespace hides
+        families = [confine.AF_INET, confine.AF_INET6] if limits.network else []
+        spec["confine"] = {
+            "files": {"read": [*view.system_paths(), *expose, "/proc"], "write": [work],
+                      "devices": list(DEVICES)},
+            "unix_sockets": [work], "ipc": True, "socket_families": families}
+    return spec
 
 
 def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, plan: _Plan,
             limits: SandboxLimits, deadline: float, stop: threading.Event | None = None
             ) -> _Run:
     """Run one command through the trampoline; kill its whole group at the deadline, or
-    within half a second of ``stop`` being set."""
+    within half a second of ``stop`` being set, and whatever it left in its cgroup."""
     status_r, status_w = os.pipe()
-    spec = {
-        "argv": argv, "cwd": str(cwd), "env": env, "mode": plan.mode, "uid": plan.uid,
-        "gid": plan.gid, "status_fd": status_w, "parent": os.getpid(),
-        "sweep_uid": plan.uid if plan.dedicated else None, "namespaces": ws.containment.namespaces,
-        "network": limits.network, "allow_unisolated": ws.containment.allow_unisolated,
-        "rw": [str(ws.top)], "expose": ws.exposed(), "hide": ws.hidden(),
-        "tmp": [p for p in TMP_DIRS if os.path.isdir(p)],
-        "rlimits": {"cpu": limits.cpu_seconds, "as": limits.memory_bytes,
-                    "nproc": limits.processes, "fsize": limits.file_size},
-    }
     try:
+        spec = _spec(argv, cwd, env, ws, plan, limits, status_w)
+        before = ws.cgroup.counters() if ws.cgroup else {}
         proc = subprocess.Popen(
             _TRAMPOLINE, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=(status_w,),
             start_new_session=True, cwd="/", env=_TRAMPOLINE_ENV)
+    except BaseException:
+        os.close(status_r)
+        raise
     finally:
         os.close(status_w)
     try:
@@ -213,6 +274,8 @@ def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, pla
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
         os.close(status_r)
+        if ws.cgroup:
+            ws.cgroup.kill()
     status: dict[str, Any] = {}
     with contextlib.suppress(ValueError):
         status = json.loads(streams[status_r].decode() or "{}")
@@ -220,12 +283,16 @@ def _launch(argv: list[str], cwd: Path, env: dict[str, str], ws: _Workspace, pla
     exit_code = 128 - code if code < 0 else code
     refused = status.get("refused")
     stopped = timed_out and stop is not None and stop.is_set()
-    if not status and not timed_out:  # init reports before anything untrusted runs
+    if not status and not timed_out:  # the worker reports before anything untrusted runs
         refused = "the sandbox could not be set up: " + (_last_line(streams[2]) or
                                                          f"exit status {exit_code}")
     layers = ["scrubbed-environment", "rlimits", "wall-clock-kill", *status.get("layers", [])]
+    after = ws.cgroup.counters() if ws.cgroup else {}
+    hits = [name for name, count in after.items() if count > before.get(name, 0)]
+    if ws.quota_full():
+        hits.append("disk")
     return _Run(exit_code, timed_out and not stopped, streams[1], streams[2], layers, refused,
-                stopped)
+                stopped, hits)
 
 
 def _collect(proc: subprocess.Popen[bytes], status_fd: int, deadline: float,

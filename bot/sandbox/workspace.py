@@ -1,10 +1,13 @@
-"""The per-job folders: a root-owned top with the sandbox's work folder (a copy of the
-checkout, home, tmp, out and a virtual environment), the scrubbed environment and the
-engine's command line, the report read back without following links, and the removal of
-what a previous life of the service left (``remove_stale``)."""
+"""The per-job folders: a root-owned top with the sandbox's work folder (a size-limited tmpfs
+where the service may mount one: the disk quota; a copy of the checkout, home, tmp, out and a
+virtual environment), the scrubbed environment and the engine's command line, the report read
+back without following links, and the removal of what a previous life of the service left
+(``remove_stale``: folders, their mounts, cgroups)."""
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import errno
 import json
 import os
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from . import cgroup
 from .child import MIB
 from .paths import exposed_paths, hidden_paths
 from .plan import UID_BASE, UID_COUNT, Containment, _Plan, _size
@@ -31,6 +35,8 @@ REPORT_MAX_BYTES = 16 * MIB
 OWNER_FILE = "owner.json"
 PREFIX = "alignbot-sandbox-"
 UNRECORDED_STALE_SECONDS = 600  # a folder without its owner record yet: made a moment ago?
+MS_NOSUID, MS_NODEV, MNT_DETACH = 2, 4, 2
+INODE_BYTES = 16 * 1024  # the quota's tmpfs holds one file per this many bytes of its size
 
 
 def _start_time(pid: int) -> int | None:
@@ -108,19 +114,23 @@ def remove_stale(base_dir: Path | None = None) -> list[Path]:
         if os.geteuid() == 0 and isinstance(uid, int) and \
                 UID_BASE <= uid < UID_BASE + UID_COUNT:
             _sweep(uid)
+        _unmount(top / "work")
         shutil.rmtree(top, ignore_errors=True)
         removed.append(top)
-    return removed
+    return removed + cgroup.remove_stale(PREFIX, _alive)
 
 
 @dataclass
 class _Workspace:
-    """``top`` (root-owned, 0711, random name) holds ``work`` (the sandbox's, 0700):
+    """``top`` (root-owned, 0711, random name) holds ``empty`` and ``work`` (the sandbox's, 0700, a
+    size-limited tmpfs where the service may mount one):
     ``repo`` (a copy of the checkout), ``home``, ``tmp``, ``out`` and ``venv`` (a virtual
     environment layered over the service's, so setup commands can ``pip install``)."""
 
     top: Path
     containment: Containment
+    quota: str = ""  # the disk quota applied, or why there is none
+    cgroup: cgroup.Cgroup | None = None  # made by run_check; each command joins it
 
     @property
     def work(self) -> Path:
@@ -131,28 +141,55 @@ class _Workspace:
         return self.work / "repo"
 
     @property
+    def empty(self) -> Path:
+        """An empty file the sandbox sees in place of hidden files, sockets and FIFOs."""
+        return self.top / "empty"
+
+    @property
     def venv(self) -> Path:
         return self.work / "venv"
 
     @classmethod
-    def create(cls, repo_dir: Path, plan: _Plan, containment: Containment) -> _Workspace:
+    def create(cls, repo_dir: Path, plan: _Plan, containment: Containment,
+               disk_bytes: int = 0) -> _Workspace:
         base = containment.base_dir
         top = Path(tempfile.mkdtemp(prefix=PREFIX, dir=base)).resolve()
         ws = cls(top, containment)
         try:
             os.chmod(top, 0o711)
             _write_owner(top, plan.uid if plan.dedicated else None)
+            ws.empty.touch(mode=0o444)
             ws.work.mkdir(mode=0o700)
+            ws.quota = _mount_quota(ws.work, disk_bytes, plan)
             shutil.copytree(repo_dir, ws.repo, symlinks=True)
             for name in ("home", "tmp", "out"):
                 (ws.work / name).mkdir(mode=0o700)
             ws._make_venv()
             if plan.mode == "uid":
                 _chown_tree(ws.work, plan.uid, plan.gid)
-        except BaseException:
+        except BaseException as exc:
+            full = isinstance(exc, OSError) and ws.quota_full()  # copytree's errors are text
+            _unmount(ws.work)
             shutil.rmtree(top, ignore_errors=True)
+            if full:
+                raise OSError(errno.ENOSPC, "the work folder's quota is full") from exc
             raise
         return ws
+
+    def quota_full(self) -> bool:
+        """Whether the work folder's quota is (nearly) used up: less than a MiB is left."""
+        if not os.path.ismount(self.work):
+            return False
+        try:
+            info = os.statvfs(self.work)
+        except OSError:
+            return False
+        return info.f_bavail * info.f_frsize < MIB
+
+    @property
+    def cgroup_name(self) -> str:
+        """The sandbox's cgroups: the work folder's name, then the service's pid and start."""
+        return cgroup.group_name(self.top.name, os.getpid(), _start_time(os.getpid()))
 
     def _make_venv(self) -> None:
         venv.EnvBuilder(symlinks=True, with_pip=False).create(self.venv)
@@ -206,7 +243,30 @@ class _Workspace:
     def remove(self, plan: _Plan) -> None:
         if plan.dedicated:
             _sweep(plan.uid)
+        _unmount(self.work)
         shutil.rmtree(self.top, ignore_errors=True)
+
+
+def _mount_quota(work: Path, size: int, plan: _Plan) -> str:
+    """Mount a tmpfs of ``size`` bytes on ``work``: the disk quota; what applied, in words."""
+    if size <= 0:
+        return "disk: no quota (turned off)"
+    uid, gid = (plan.uid, plan.gid) if plan.mode == "uid" else (os.getuid(), os.getgid())
+    options = (f"size={size},nr_inodes={max(size // INODE_BYTES, 4096)},mode=0700,"
+               f"uid={uid},gid={gid}")
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.mount(b"tmpfs", bytes(work), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV),
+                  options.encode()) != 0:
+        return f"disk: no quota (the service cannot mount a tmpfs: " \
+               f"{os.strerror(ctypes.get_errno())})"
+    return f"disk: {_size(size)} for the work folder (tmpfs)"
+
+
+def _unmount(work: Path) -> None:
+    if os.path.ismount(work):
+        with contextlib.suppress(OSError):
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.umount2(bytes(work), MNT_DETACH)
 
 
 def _chown_tree(root: Path, uid: int, gid: int) -> None:
