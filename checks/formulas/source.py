@@ -22,6 +22,7 @@ class _Module:
     source: str
     tree: ast.Module
     definitions: dict[str, str]  # a top-level name -> the source that binds it
+    nodes: dict[str, ast.AST]  # a top-level name -> what binds it (a def, a value)
     uses: dict[str, set[str]]  # a top-level name -> the names its source refers to
     imported: dict[str, tuple[str, str]]  # a name -> (module in this package, its name)
     imports: dict[str, str]  # a name -> the import statement that binds it (not relative)
@@ -31,7 +32,7 @@ class _Module:
 def _parse(module_name: str) -> _Module:
     source = inspect.getsource(importlib.import_module(module_name))
     tree = ast.parse(source)
-    parsed = _Module(source, tree, {}, {}, {}, {})
+    parsed = _Module(source, tree, {}, {}, {}, {}, {})
     for stmt in tree.body:
         if isinstance(stmt, (ast.FunctionDef, ast.ClassDef)):
             _define(parsed, stmt.name, ast.get_source_segment(source, stmt) or "", stmt)
@@ -56,6 +57,7 @@ def _parse(module_name: str) -> _Module:
 
 def _define(parsed: _Module, name: str, text: str, node: ast.AST) -> None:
     parsed.definitions[name] = text
+    parsed.nodes[name] = node
     parsed.uses[name] = {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
@@ -105,14 +107,14 @@ def summary(module_name: str, name: str) -> str:
     """The formula's docstring as one paragraph: its own, else that of the private function
     it calls first (``lp_pool2d`` says what ``_lp_pool`` computes), else its module's."""
     parsed = _parse(module_name)
-    stmt = parsed.definitions.get(name)
+    stmt = parsed.nodes.get(name)
     while isinstance(stmt, ast.FunctionDef):
         doc = ast.get_docstring(stmt)
         if doc:
             return " ".join(doc.split("\n\n")[0].split())
         called = [node.func.id for node in ast.walk(stmt)
                   if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
-                  and node.func.id.startswith("_") and node.func.id in parsed.definitions]
-        stmt = parsed.definitions[called[0]] if called else None
+                  and node.func.id.startswith("_") and node.func.id in parsed.nodes]
+        stmt = parsed.nodes[called[0]] if called else None
     doc = ast.get_docstring(parsed.tree) or ""
     return " ".join(doc.split("\n\n")[0].split())
