@@ -10,9 +10,11 @@ framework) corroborate or contradict.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import copy
 import math
+import sys
 import warnings
 from dataclasses import dataclass
 from enum import StrEnum
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .candidate import CandidateProcess
+from .candidate import CandidateConfig, CandidateProcess
 from .compare import FLOAT8_EPS, compare, tolerance
 from .findings import Finding, Kind
 from .formulas import formula_observations
@@ -158,11 +160,35 @@ def oracle_observations(program: Program, candidate: CandidateProcess,
     outcome = candidate.run(wide)
     if outcome.observations is not None:
         results["candidate-float64"] = outcome.observations
-    for third in thirds:
+    names = third_names([third.config for third in thirds])
+    for third, name in zip(thirds, names, strict=True):
         outcome = third.run(program)
         if outcome.observations is not None:
-            results[THIRD + third.config.name] = outcome.observations
+            results[THIRD + name] = outcome.observations
     return results
+
+
+def third_names(thirds: list[CandidateConfig]) -> list[str]:
+    """What each third framework's vote is recorded as: the first package its prelude
+    imports that is neither torch nor the standard library (``third:paddle``), else its
+    process's name; a name taken twice gets its position."""
+    names = [_framework(third.prelude) or third.name for third in thirds]
+    return [name if names.count(name) == 1 else f"{name}-{i}" for i, name in enumerate(names)]
+
+
+def _framework(prelude: str) -> str | None:
+    try:
+        tree = ast.parse(prelude)
+    except SyntaxError:
+        return None
+    for node in ast.walk(tree):
+        modules = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+            [node.module] if isinstance(node, ast.ImportFrom) and node.module else []
+        for module in modules:
+            top = module.split(".")[0]
+            if top not in ("torch", "numpy") and top not in sys.stdlib_module_names:
+                return top
+    return None
 
 
 NONE: dict[str, Any] = {"t": "value", "value": None}
@@ -417,7 +443,12 @@ def _gradients(ref: dict[str, Any], cand: dict[str, Any], oracles: dict[str, Obs
         return Triage(Verdict.REFERENCE_SUSPECT, f"the reference's gradient disagrees with "
                       f"{label}{where}; the candidate's agrees", evidence)
     if fit.ref_ok and not fit.cand_ok:
-        evidence["decided_by"] = [fit.name, *_thirds(corroborating, "reference")]
+        against = _thirds(corroborating, "candidate")
+        evidence["decided_by"] = [fit.name, *against]
+        if against:
+            return Triage(Verdict.UNDETERMINED, f"{label} side with the reference's "
+                          "gradient, a third framework with the candidate's", evidence)
+        evidence["decided_by"] += _thirds(corroborating, "reference")
         return Triage(Verdict.CANDIDATE_BUG, f"the candidate's gradient disagrees with "
                       f"{label}; the reference's agrees", evidence)
     return None

@@ -101,8 +101,8 @@ def test_a_module_is_followed_through_its_calls_and_modes() -> None:
     for key in ("v2", "v4", "v7", "v4!state.running_var", "v4!state.num_batches_tracked"):
         assert compare(wide[key], got[key]) is None, key
     stepped = {**program, "nodes": [*program["nodes"][:-1],
-                                    {"id": "v8", "op": "method", "name": "requires_grad_",
-                                     "target": "torch.nn.BatchNorm1d.requires_grad_",
+                                    {"id": "v8", "op": "method", "name": "reset_running_stats",
+                                     "target": "torch.nn.BatchNorm1d.reset_running_stats",
                                      "args": [{"ref": "v0"}], "kwargs": {}},
                                     program["nodes"][-1]]}
     assert "v7" not in formula_observations(stepped, reference_observations(stepped))
@@ -151,3 +151,18 @@ def test_every_formula_stands_alone(module: str, name: str) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "checks" not in source and "alignbot" not in code
     assert summary(module, name)
+
+
+def test_the_formulas_stop_at_a_change_in_place() -> None:
+    """A view of the changed tensor would still show its old value to the formulas."""
+    program = _program("torch.nn.functional.avg_pool1d", [2], {}, [1, 1, 4])
+    view = {"id": "v2", "op": "method", "target": "torch.Tensor.__getitem__",
+            "name": "__getitem__", "args": [{"ref": "v0"}, 0], "kwargs": {}}
+    change = {"id": "v3", "op": "method", "target": "torch.Tensor.mul_", "name": "mul_",
+              "args": [{"ref": "v0"}, 2.0], "kwargs": {}, "inplace": True}
+    pooled = {"id": "v4", "op": "call", "target": "torch.nn.functional.avg_pool1d",
+              "args": [{"ref": "v2"}, 2], "kwargs": {}}
+    program["nodes"] += [view, change, pooled]
+    wide_program = to_float64(program)
+    got = formula_observations(wide_program, reference_observations(wide_program))
+    assert set(got) == {"v1"}

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from checks.candidate import CandidateConfig
 from checks.findings import Finding, Kind
 from checks.oracle import finite_differences, numpy_observations, reference_observations
 from checks.repro import run_script
-from checks.triage import NOISE_ULPS, Verdict, rmse, to_float64, triage
+from checks.triage import NOISE_ULPS, Verdict, rmse, third_names, to_float64, triage
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -363,3 +364,21 @@ def test_a_candidate_that_follows_the_documentation_gets_drafts_against_pytorch(
         assert lint.returncode == 0, lint.stdout
     assert "def lp_pool2d(" in lp["repro_reference_only"]
     assert "import alignbot" not in lp["repro_reference_only"]
+
+
+def test_third_frameworks_vote_under_their_own_names() -> None:
+    configs = [CandidateConfig("third-0", "import paddle\npaddle.enable_compat()\nimport torch"),
+               CandidateConfig("third-1", "import os, torch\nfrom torchax import interop"),
+               CandidateConfig("third-2", "import torch"),
+               CandidateConfig("third-3", "import paddle as p")]
+    assert third_names(configs) == ["paddle-0", "torchax", "third-2", "paddle-3"]
+
+
+def test_a_third_framework_that_sides_with_the_candidate_against_finite_differences() -> None:
+    oracles = {"finite-differences": {"grad:v0": _t([1.0, 0.4], "float64")},
+               "third:jax": {"grad:v0": _t([1.5, 0.6])}}
+    finding = Finding(Kind.GRAD, "torch.op", "t.spec", "m", {"nodes": []}, key="grad:v0")
+    result = triage({"nodes": []}, finding, {"grad:v0": _t([1.0, 0.4])},
+                    {"grad:v0": _t([1.5, 0.6])}, oracles)
+    assert result.verdict is Verdict.UNDETERMINED
+    assert result.evidence["decided_by"] == ["finite-differences", "third:jax"]

@@ -20,12 +20,13 @@ import numpy as np
 from ..program import Node, Observations, Program, call_args, call_kwargs, is_call
 from ..runtime.literals import LiteralVisitor, is_ref, ref_of, walk_literal
 from ..runtime.values import decode_array
-from .common import Ambiguous
 from .normalization import Updated
 from .registry import AFFINE, MODULES, Formula, ModuleFormula, lookup
 
 HARMLESS_METHODS = {"double", "float", "to", "parameters", "named_parameters", "buffers",
-                    "named_buffers", "state_dict", "children", "modules", "extra_repr"}
+                    "named_buffers", "state_dict", "children", "modules", "extra_repr",
+                    "requires_grad_", "zero_grad"}
+KEEP_VALUES = {"requires_grad_", "retain_grad", "share_memory_"}  # in place, values kept
 
 
 class Unknown(ValueError):
@@ -204,7 +205,7 @@ def _invoke(walk: Walk, node: Node, out: Observations) -> None:
     try:
         args, kwargs = _bind(walk, node, skip=1)
         result = module_call(spec, module, args, kwargs)
-    except (Unknown, Ambiguous, TypeError, ValueError, IndexError, ZeroDivisionError):
+    except Exception:  # a call the formula cannot take, or abstains on: no observation
         return
     finally:
         for key, obs in walk.wide.items():  # the reference's buffers for the next call
@@ -225,8 +226,7 @@ def _call(walk: Walk, node: Node, formula: Formula, out: Observations) -> None:
         bound = inspect.signature(formula.fn).bind(*args, **kwargs)
         with np.errstate(all="ignore"):
             result = formula.fn(*bound.args, **bound.kwargs)
-    except (Unknown, Ambiguous, TypeError, ValueError, IndexError, ZeroDivisionError,
-            OverflowError):
+    except Exception:  # a call the formula cannot take, or abstains on: no observation
         return
     if isinstance(result, Updated):
         for name, value in result.writes.items():  # running statistics written in place
@@ -256,6 +256,10 @@ def formula_observations(program: Program, wide: Observations) -> Observations:
     out: Observations = {}
     for node in program["nodes"]:
         op = node["op"]
+        if node.get("inplace") and node.get("name") not in KEEP_VALUES:
+            # a tensor changed in place may be a view of what later calls read, which the
+            # observations taken before the change do not show: the formulas stop here
+            break
         if op == "module":
             _module_node(walk, node)
             continue
@@ -270,11 +274,5 @@ def formula_observations(program: Program, wide: Observations) -> Observations:
             formula = lookup(node["target"])  # type: ignore[typeddict-item]
             if formula is not None:
                 _call(walk, node, formula, out)
-        if node.get("inplace") and is_call(node):
-            args = node["args"][1:] if op == "invoke" else node["args"]
-            mutated = wide.get(f"{node['id']}!self")
-            if args and is_ref(args[0]) and mutated is not None:
-                with contextlib.suppress(Unknown):
-                    walk.values[ref_of(args[0])] = _value(mutated)
         _bind_observed(walk, node["id"])
     return out

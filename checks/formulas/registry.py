@@ -65,6 +65,7 @@ def _functions() -> dict[str, Formula]:
     for torch_name, name in special.SPECIAL.items():
         for prefix in SPECIAL_PREFIXES:
             table[prefix + torch_name] = Formula(special, name)
+    del table["torch.Tensor.polygamma"]  # x.polygamma(n): the order comes second
     return table
 
 

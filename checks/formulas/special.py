@@ -19,11 +19,14 @@ import numpy as np
 from .common import Ambiguous
 
 DIGITS = 40
+MAX_ELEMENTS = 4096  # each element is evaluated in Python: larger inputs get no formula
 
 
 def elementwise(fn: Callable[..., Any], *arrays: Any) -> np.ndarray:
     """``fn`` on each element of the broadcast inputs (Python floats), at DIGITS digits."""
     values = np.broadcast_arrays(*(np.asarray(a, dtype=np.float64) for a in arrays))
+    if values[0].size > MAX_ELEMENTS:
+        raise ValueError(f"more than {MAX_ELEMENTS} elements for mpmath")
     out = np.empty(values[0].shape)
     with mpmath.workdps(DIGITS):
         for index in np.ndindex(out.shape):
