@@ -204,7 +204,8 @@ def _invoke(walk: Walk, node: Node, out: Observations) -> None:
         return
     try:
         args, kwargs = _bind(walk, node, skip=1)
-        result = module_call(spec, module, args, kwargs)
+        with np.errstate(all="ignore"):
+            result = module_call(spec, module, args, kwargs)
     except Exception:  # a call the formula cannot take, or abstains on: no observation
         return
     finally:
