@@ -430,28 +430,21 @@ def _gradients(ref: dict[str, Any], cand: dict[str, Any], oracles: dict[str, Obs
         wide_diff, wide_ratio = _fd_error(wide, fit.numeric, FD_RTOL, FD_ATOL)
         evidence["reference_float64_grad_error_vs_finite_differences"] = wide_diff
         wide_ok = wide_ratio <= 1
-    label = LABELS[fit.name]
-    if fit.cand_ok and not fit.ref_ok:
-        against = _thirds(corroborating, "reference")
-        evidence["decided_by"] = [fit.name, *against]
-        if against:
-            return Triage(Verdict.UNDETERMINED, f"{label} side with the candidate's gradient, "
-                          "a third framework with the reference's", evidence)
-        evidence["decided_by"] += _thirds(corroborating, "candidate")
-        where = " (in float64 too: the backward formula, not rounding)" if wide_ok is False \
-            else ""
-        return Triage(Verdict.REFERENCE_SUSPECT, f"the reference's gradient disagrees with "
-                      f"{label}{where}; the candidate's agrees", evidence)
-    if fit.ref_ok and not fit.cand_ok:
-        against = _thirds(corroborating, "candidate")
-        evidence["decided_by"] = [fit.name, *against]
-        if against:
-            return Triage(Verdict.UNDETERMINED, f"{label} side with the reference's "
-                          "gradient, a third framework with the candidate's", evidence)
-        evidence["decided_by"] += _thirds(corroborating, "reference")
+    if fit.cand_ok == fit.ref_ok:
+        return None
+    right: Side = "candidate" if fit.cand_ok else "reference"
+    wrong: Side = "reference" if fit.cand_ok else "candidate"
+    label, against = LABELS[fit.name], _thirds(corroborating, wrong)
+    evidence["decided_by"] = [fit.name, *(against or _thirds(corroborating, right))]
+    if against:
+        return Triage(Verdict.UNDETERMINED, f"{label} side with the {right}'s gradient, a "
+                      f"third framework with the {wrong}'s", evidence)
+    if right == "reference":
         return Triage(Verdict.CANDIDATE_BUG, f"the candidate's gradient disagrees with "
                       f"{label}; the reference's agrees", evidence)
-    return None
+    where = " (in float64 too: the backward formula, not rounding)" if wide_ok is False else ""
+    return Triage(Verdict.REFERENCE_SUSPECT, f"the reference's gradient disagrees with "
+                  f"{label}{where}; the candidate's agrees", evidence)
 
 
 def _float64_noise(ref: dict[str, Any], cand: dict[str, Any], exact: dict[str, Any] | None,

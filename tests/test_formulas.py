@@ -21,6 +21,7 @@ from checks.formulas import normalization as N
 from checks.formulas import pooling as P
 from checks.formulas import special as S
 from checks.formulas.normalization import Updated
+from checks.formulas.registry import LOSSES
 
 CASES = 300
 
@@ -278,14 +279,6 @@ def _loss_cases(rng: random.Random) -> Iterator[tuple[Any, Any, tuple[Any, ...],
         elif name == "pairwise_distance":
             kwargs = {"p": rng.choice([1.0, 2.0, 3.0])}
         yield getattr(F, name), getattr(L, name), args, kwargs
-
-
-LOSSES = ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss", "binary_cross_entropy",
-          "binary_cross_entropy_with_logits", "cross_entropy", "nll_loss", "kl_div",
-          "poisson_nll_loss", "gaussian_nll_loss", "hinge_embedding_loss",
-          "margin_ranking_loss", "soft_margin_loss", "multilabel_soft_margin_loss",
-          "cosine_embedding_loss", "triplet_margin_loss", "multi_margin_loss",
-          "pairwise_distance"]
 
 
 def test_losses_agree_with_pytorch_with_every_reduction_and_option() -> None:

@@ -40,7 +40,6 @@ class ModuleFormula:
     formula: Formula
     fixed: dict[str, Any] = field(default_factory=dict)
     stateful: bool = False
-    rename: dict[str, str] = field(default_factory=dict)  # constructor name -> formula's
 
 
 POOLING = [f"{kind}_pool{n}d" for kind in ("max", "avg", "lp", "adaptive_max", "adaptive_avg")
