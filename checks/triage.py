@@ -3,9 +3,12 @@
 The numeric rule follows torch._dynamo's accuracy check: compute the program in float64 on
 the reference, measure each side's RMSE against it, and call a side wrong only when it is
 further from float64 than the other side by more than a multiplier (plus a floor of a few
-rounding steps of the dtype). Exceptions are judged by which sides raise and by what the
-spec declares; other oracles (the reference without mkldnn, on another device, a third
-framework) corroborate or contradict.
+rounding steps of the dtype). The reference's float64 run is not independent of its own
+formula: where a documented formula (checks/formulas) implements the call, that is what
+values are measured against, and finite differences (of the formula where there is one)
+judge gradients. Exceptions are judged by which sides raise and by what the spec declares;
+other oracles (the reference without mkldnn, on another device, third frameworks)
+corroborate or contradict, and two third frameworks outvote the reference's float64 run.
 """
 
 from __future__ import annotations
