@@ -50,6 +50,8 @@ class Evidence(_Strict):
     """Why triage gave its verdict (checks/triage.py, checks/minimize.py)."""
 
     oracles: dict[Name, Side] = Field(default_factory=dict, max_length=MAX_ORACLES)
+    measured_against: Name | None = None
+    decided_by: list[Name] | None = Field(default=None, max_length=MAX_ORACLES)
     claim: Line | None = None
     expected: Line | None = None
     reference_rmse_vs_float64: Measure | None = None

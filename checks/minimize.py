@@ -18,7 +18,7 @@ from .shrink import Shrinker
 from .simplify import Simplifier
 from .spec import Spec
 from .triage import Triage, Verdict, oracle_observations, triage
-from .upstream import DEFAULT_TRACKER, draft, gradcheck_repro
+from .upstream import DEFAULT_TRACKER, Alone, draft, reference_alone
 
 
 @dataclass
@@ -105,14 +105,13 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     reference_only, alone_code, alone_output = repros.reference_only(
         program, current, mode, claim, rtol, atol, dtype=dtype,
         declared_invalid=bool(program.get("expect_raise")))
-    if verdict.verdict is Verdict.REFERENCE_SUSPECT \
-            and "reference_grad_error_vs_finite_differences" in verdict.evidence:
-        # decided by finite differences: the PyTorch-alone script is a gradcheck in float64
-        checked_grad = gradcheck_repro(program, current)
-        if checked_grad is not None:
-            reference_only, alone_code, alone_output = checked_grad
-            claim = "the gradient disagrees with finite differences (as gradcheck computes them)"
-            expected = "the finite-difference gradient, which the other implementation matches"
+    if verdict.verdict is Verdict.REFERENCE_SUSPECT:
+        # what the verdict rests on (the documented formula, finite differences) is what
+        # the PyTorch-alone script shows
+        alone = reference_alone(program, current, verdict.evidence, Alone(
+            reference_only, alone_code, alone_output, claim, expected), rtol, atol)
+        reference_only, alone_code, alone_output = alone.script, alone.code, alone.output
+        claim, expected = alone.claim, alone.expected
     evidence: Evidence = {**verdict.evidence, "claim": claim, "expected": expected}
     result = Minimized(
         program=shrunk, repro_program=program, message=current.message,

@@ -25,7 +25,7 @@ REPORT_VERSION = 1
 # :func:`checks.markdown.finalize`: a value a template forgets to filter is defused rather
 # than posted raw, and a new template is covered without anyone listing it.
 ENGINE_TEMPLATES = frozenset({"report.md.j2", "repro.py.j2", "repro_reference.py.j2",
-                              "upstream_issue.md.j2"})
+                              "upstream_issue.md.j2", "upstream_formula_repro.py.j2"})
 
 
 def templates_dir() -> Path:

@@ -27,8 +27,12 @@ Side: TypeAlias = Literal["reference", "candidate", "both", "neither", "no resul
 
 class Evidence(TypedDict):
     """Why triage gave its verdict (checks/triage.py); ``claim``, ``expected`` and
-    ``no_draft`` come from minimizing (checks/minimize.py)."""
+    ``no_draft`` come from minimizing (checks/minimize.py). ``oracles``: whom each oracle
+    sides with; ``measured_against``: the oracle the numbers below were measured against;
+    ``decided_by``: the oracles the verdict rests on."""
     oracles: dict[str, Side]
+    measured_against: NotRequired[str]
+    decided_by: NotRequired[list[str]]
     claim: NotRequired[str]
     expected: NotRequired[str]
     reference_rmse_vs_float64: NotRequired[Measure]

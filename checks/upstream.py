@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import dataclasses
 import functools
 import re
 import subprocess
@@ -9,12 +11,13 @@ import sys
 from dataclasses import dataclass
 from urllib.parse import urlencode
 
-from .findings import Finding
+from .findings import Finding, Kind
+from .formula_repro import formula_repro
 from .markdown import inline
 from .oracle import FD_ATOL, FD_EPS, FD_RTOL
 from .program import Program
 from .report import environment
-from .report_types import FindingEntry
+from .report_types import Evidence, FindingEntry
 from .repro import body, run_script, variable_names
 
 DEFAULT_TRACKER = "pytorch/pytorch"
@@ -147,32 +150,56 @@ _GRAD_CALL = re.compile(r"^grads = torch\.autograd\.grad\(\[(.*?)\], \[(.*?)\], 
 
 def gradcheck_script(program: Program, finding: Finding, eps: float = FD_EPS,
                      rtol: float = FD_RTOL, atol: float = FD_ATOL) -> str | None:
-    """PyTorch alone, in float64: autograd's gradient against central differences of
-    ``sum(output * grad_out)``; None where the program's gradients are not all with respect
-    to inputs (module parameters, intermediates) or its backward is not one autograd call."""
+    """PyTorch alone, in float64: autograd's gradient of the finding's leaf against central
+    differences of ``sum(output * grad_out)`` (the program's other leaves and its
+    intermediates left out); None where that leaf is not an input (a module parameter, an
+    intermediate) or the backward is not one autograd call."""
     plan = program.get("backward")
-    if not plan or any(":" in key for key in plan["wrt"]) or plan.get("intermediates"):
+    leaf = finding.key[len("grad:"):] if finding.key.startswith("grad:") else ""
+    if not plan or leaf not in plan["wrt"] or ":" in leaf:
         return None
+    plan = {**plan, "wrt": [leaf], "intermediates": []}
+    program = {**program, "backward": plan}
     names = variable_names(program)
     leaves = [names[key] for key in plan["wrt"] if key in names]
     lines, _ = body(program, finding, float_dtype="dtype")
-    calls = [i for i, line in enumerate(lines) if _GRAD_CALL.match(line)]
+    groups = statements(lines)
+    calls = [i for i, group in enumerate(groups) if _GRAD_CALL.match(" ".join(group))]
     if len(leaves) != len(plan["wrt"]) or len(calls) != 1:
         return None
-    match = _GRAD_CALL.match(lines[calls[0]])
+    match = _GRAD_CALL.match(" ".join(groups[calls[0]]))
     assert match is not None
     loss = ["LOSS[0] = sum(float((o.detach().double() * g.double()).sum())",
             f"              for o, g in zip([{match[1]}], [{match[3]}]))"]
     out: list[str] = []
-    for index, line in enumerate(lines):
+    for index, group in enumerate(groups):
         if index == calls[0]:
             out.extend(loss)
-        out.append(line)
-        assigned = re.match(r"^(\w+) = ", line)
-        if assigned and assigned[1] in leaves:
+        out.extend(group)
+        assigned = re.match(r"^(\w+) = ", group[0])
+        if assigned and assigned[1] in leaves:  # after the whole (folded) statement
             out.append(f"{assigned[1]} = nudge({assigned[1]!r}, {assigned[1]})")
     return GRADCHECK.format(op=finding.op, eps=eps, rtol=rtol, atol=atol, leaves=leaves,
                             body="\n".join("    " + line for line in out))
+
+
+def statements(lines: list[str]) -> list[list[str]]:
+    """The lines of a function body grouped into whole statements: a statement folded over
+    several lines is one group (the lines of an indented block each stand alone)."""
+    groups: list[list[str]] = []
+    pending: list[str] = []
+    for line in lines:
+        if not pending and line[:1].isspace():
+            groups.append([line])
+            continue
+        pending.append(line)
+        try:
+            ast.parse("def case():\n" + "\n".join("    " + text for text in pending))
+        except SyntaxError:
+            continue
+        groups.append(pending)
+        pending = []
+    return groups + ([pending] if pending else [])
 
 
 def gradcheck_repro(program: Program, finding: Finding, timeout: float = 120.0
@@ -183,3 +210,47 @@ def gradcheck_repro(program: Program, finding: Finding, timeout: float = 120.0
         return None
     code, output = run_script(script, timeout=timeout)
     return script, code, output
+
+
+FORMULA_CLAIM = "disagrees with the formula in PyTorch's documentation"
+FORMULA_EXPECTED = ("the documented formula's value (a NumPy implementation of it is in the "
+                    "script), which the other implementation matches")
+GRADCHECK_CLAIM = "the gradient disagrees with finite differences (as gradcheck computes them)"
+GRADCHECK_EXPECTED = "the finite-difference gradient, which the other implementation matches"
+
+
+@dataclass
+class Alone:
+    """A PyTorch-alone repro: the script, one run's exit status and output, and what it
+    claims and expects (for the draft)."""
+    script: str
+    code: int
+    output: str
+    claim: str
+    expected: str
+
+
+def reference_alone(program: Program, finding: Finding, evidence: Evidence, default: Alone,
+                    rtol: float, atol: float) -> Alone:
+    """The PyTorch-alone repro that shows what the verdict rests on: against the documented
+    formula where that decided (for a gradient, the forward's formula when PyTorch's
+    backward agrees with its own forward), a float64 gradcheck where finite differences
+    decided; ``default`` (PyTorch against its own float64 run) otherwise."""
+    measured = evidence.get("measured_against")
+    if measured in ("finite-differences", "formula-finite-differences"):
+        checked = gradcheck_repro(program, finding)
+        if checked is not None and (checked[1] == 1 or measured == "finite-differences"):
+            return Alone(*checked, GRADCHECK_CLAIM, GRADCHECK_EXPECTED)
+    if measured in ("formula", "formula-finite-differences"):
+        value = finding if measured == "formula" else _forward_of(finding)
+        made = formula_repro(program, value, rtol, atol)
+        if made is not None:
+            claim = FORMULA_CLAIM if measured == "formula" else (
+                f"the forward {FORMULA_CLAIM}, and the gradient follows the forward")
+            return Alone(*made, claim, FORMULA_EXPECTED)
+    return default
+
+
+def _forward_of(finding: Finding) -> Finding:
+    """The value finding of the call whose gradient diverged."""
+    return dataclasses.replace(finding, kind=Kind.VALUE, key=finding.node)

@@ -13,10 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
+from checks.candidate import CandidateConfig
 from checks.findings import Finding, Kind
 from checks.oracle import finite_differences, numpy_observations, reference_observations
 from checks.repro import run_script
-from checks.triage import NOISE_ULPS, Verdict, rmse, to_float64, triage
+from checks.triage import NOISE_ULPS, Verdict, rmse, third_names, to_float64, triage
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -261,3 +262,123 @@ def test_low_precision_rounding_is_noise_and_a_real_error_is_not() -> None:
                   truth) is Verdict.TOLERANCE_NOISE
     assert _judge(Kind.VALUE, _t(half, "bfloat16"), _t([half[0], 0.75], "bfloat16"), truth) \
         is Verdict.CANDIDATE_BUG
+
+
+def _votes(ref: list[float], cand: list[float], wide: list[float],
+           others: dict[str, list[float]]) -> Any:
+    oracles = {name: {"v1": _t(values, "float64" if name in ("formula", "numpy") else
+                               "float32")} for name, values in others.items()}
+    oracles["reference-float64"] = {"v1": _t(wide, "float64")}
+    return triage({"nodes": []}, _finding(Kind.VALUE), {"v1": _t(ref)}, {"v1": _t(cand)},
+                  oracles)
+
+
+def test_the_documented_formula_outvotes_the_references_own_float64_run() -> None:
+    """lp_pool2d's partial windows: PyTorch gives 4 in float32 and float64 alike."""
+    result = _votes([4, 4, 4, 1], [4, 2, 2, 1], [4, 4, 4, 1], {"formula": [4, 2, 2, 1]})
+    assert result.verdict is Verdict.REFERENCE_SUSPECT
+    assert result.evidence["measured_against"] == "formula"
+    assert result.evidence["decided_by"] == ["formula"]
+    assert result.evidence["oracles"] == {"formula": "candidate",
+                                          "reference-float64": "reference"}
+    assert "documented formula" in result.reason
+    # where the formula agrees with the float64 run, the candidate is wrong as before
+    agreed = _votes([4, 4, 4, 1], [4, 2, 2, 1], [4, 4, 4, 1], {"formula": [4, 4, 4, 1]})
+    assert agreed.verdict is Verdict.CANDIDATE_BUG
+    assert agreed.evidence["decided_by"] == ["formula"]
+
+
+def test_a_formula_that_agrees_with_no_one_decides_nothing() -> None:
+    result = _votes([4, 4, 4, 1], [4, 2, 2, 1], [4, 4, 4, 1], {"formula": [9, 9, 9, 9]})
+    assert result.verdict is Verdict.UNDETERMINED
+    assert result.evidence["oracles"]["formula"] == "neither"
+
+
+def test_third_frameworks_count_as_documented() -> None:
+    wrong, right = [1.1, 2.0], [1.0, 2.0]
+    # one third framework against the reference's own float64 run: undetermined
+    one = _votes(wrong, right, wrong, {"third:jax": right})
+    assert one.verdict is Verdict.UNDETERMINED
+    # two outvote it; the record says which frameworks decided
+    two = _votes(wrong, right, wrong, {"third:jax": right, "third:paddle": right})
+    assert two.verdict is Verdict.REFERENCE_SUSPECT
+    assert two.evidence["decided_by"] == ["third:jax", "third:paddle"]
+    # a third framework that sides with the reference against the documented formula
+    against = _votes(wrong, right, wrong, {"formula": right, "third:jax": wrong})
+    assert against.verdict is Verdict.UNDETERMINED
+    assert against.evidence["decided_by"] == ["formula", "third:jax"]
+    # and one that agrees with the formula is recorded beside it
+    beside = _votes(wrong, right, wrong, {"formula": right, "third:jax": right})
+    assert beside.verdict is Verdict.REFERENCE_SUSPECT
+    assert beside.evidence["decided_by"] == ["formula", "third:jax"]
+
+
+def test_finite_differences_of_the_formula_outvote_those_of_a_wrong_forward() -> None:
+    """The reference's backward matches its own (wrong) forward; only the formula's
+    gradient says the candidate's is right."""
+    oracles = {"finite-differences": {"grad:v0": _t([1.0, 2.0], "float64")},
+               "formula-finite-differences": {"grad:v0": _t([1.0, 1.0], "float64")},
+               "reference-float64": {"grad:v0": _t([1.0, 2.0], "float64")}}
+    finding = Finding(Kind.GRAD, "torch.op", "t.spec", "m", {"nodes": []}, key="grad:v0")
+    result = triage({"nodes": []}, finding, {"grad:v0": _t([1.0, 2.0])},
+                    {"grad:v0": _t([1.0, 1.0])}, oracles)
+    assert result.verdict is Verdict.REFERENCE_SUSPECT
+    assert result.evidence["measured_against"] == "formula-finite-differences"
+    assert result.evidence["oracles"]["finite-differences"] == "reference"
+    assert result.evidence["oracles"]["formula-finite-differences"] == "candidate"
+
+
+def _documented_check(tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "report.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "checks.cli", "check", "--prelude",
+         (FIXTURES / "documented_prelude.py").read_text(), "--spec-file",
+         str(FIXTURES / "documented_specs.py"), "--json", str(path), "--no-progress",
+         "--jobs", "1"], capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 1, proc.stderr
+    findings = json.loads(path.read_text())["findings"]
+    return {finding["op"]: finding for finding in findings}
+
+
+def test_a_candidate_that_follows_the_documentation_gets_drafts_against_pytorch(
+        tmp_path: Path) -> None:
+    """lp_pool2d's partial ceil_mode windows (the formula decides) and nearest
+    interpolation's gradient at an exactly doubled size (finite differences decide): both
+    reference-suspect, each with a verified PyTorch-alone repro and a draft."""
+    findings = _documented_check(tmp_path)
+    lp = findings["torch.nn.functional.lp_pool2d"]
+    near = findings["torch.nn.functional.interpolate"]
+    assert lp["kind"] == "value-mismatch" and near["kind"] == "grad-mismatch"
+    assert lp["evidence"]["measured_against"] == "formula"
+    assert near["evidence"]["measured_against"] == "finite-differences"
+    for finding, says in ((lp, "PyTorch and the documented formula disagree"),
+                          (near, "autograd and finite differences disagree")):
+        assert finding["verdict"] == "reference-suspect", finding["verdict_reason"]
+        assert finding["repro_reference_only_verified"] is True
+        assert finding["repro_reference_only"] in finding["upstream_draft"]
+        script = finding["repro_reference_only"]
+        code, output = run_script(script)
+        assert code == 1 and says in output, output
+        lint = subprocess.run([sys.executable, "-m", "ruff", "check", "--isolated", "-"],
+                              input=script, capture_output=True, text=True)
+        assert lint.returncode == 0, lint.stdout
+    assert "def lp_pool2d(" in lp["repro_reference_only"]
+    assert "import alignbot" not in lp["repro_reference_only"]
+
+
+def test_third_frameworks_vote_under_their_own_names() -> None:
+    configs = [CandidateConfig("third-0", "import paddle\npaddle.enable_compat()\nimport torch"),
+               CandidateConfig("third-1", "import os, torch\nfrom torchax import interop"),
+               CandidateConfig("third-2", "import torch"),
+               CandidateConfig("third-3", "import paddle as p")]
+    assert third_names(configs) == ["paddle-0", "torchax", "third-2", "paddle-3"]
+
+
+def test_a_third_framework_that_sides_with_the_candidate_against_finite_differences() -> None:
+    oracles = {"finite-differences": {"grad:v0": _t([1.0, 0.4], "float64")},
+               "third:jax": {"grad:v0": _t([1.5, 0.6])}}
+    finding = Finding(Kind.GRAD, "torch.op", "t.spec", "m", {"nodes": []}, key="grad:v0")
+    result = triage({"nodes": []}, finding, {"grad:v0": _t([1.0, 0.4])},
+                    {"grad:v0": _t([1.5, 0.6])}, oracles)
+    assert result.verdict is Verdict.UNDETERMINED
+    assert result.evidence["decided_by"] == ["finite-differences", "third:jax"]
