@@ -30,6 +30,7 @@ from .output import (
     CheckContext,
     Conclusion,
     batches,
+    candidate_line,
     check_output,
     comment_body,
 )
@@ -309,8 +310,10 @@ class AlignmentJob:
 
 
 def _describe(config: RepoConfig) -> str:
+    """The candidate in one line: its preset, or the line of its prelude that says what it
+    is (``import torchax``, not ``import torch``)."""
     candidate = config.candidate
-    return candidate.preset or (candidate.prelude or "").strip().splitlines()[0][:80]
+    return candidate.preset or candidate_line(candidate.prelude or "")[:80]
 
 
 def _op_files_for(config: RepoConfig, changed: list[str]) -> dict[str, list[str]]:

@@ -39,7 +39,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # Keys the engine always writes that the App takes as optional: job results stored by earlier
 # versions lack them, and a stored result is validated again when a command reads it.
 OLDER_REPORTS = {"EngineReport.complete", "EngineFinding.signature", "EngineFinding.examples",
-                 "Evidence.oracles", "EngineReport.exploration"}
+                 "Evidence.oracles", "EngineReport.exploration", "EngineFinding.cause",
+                 "EngineReport.causes", "EngineReport.candidate_packages"}
 
 
 # --------------------------------------------------------------------------- one contract
