@@ -81,8 +81,6 @@ class Finding:
     # the candidate-side failure it shares with other findings (``raised: …``,
     # ``precision: …``; see checks/causes.py), or "" for a failure of its own
     cause: str = ""
-    # blamed on a guess (no hook data decided it): the calls are judged alone to be sure
-    uncertain: bool = field(default=False, compare=False)
 
     def __post_init__(self) -> None:
         if not self.examples:
@@ -243,10 +241,8 @@ def judge_gradients(program: Program, ref: Observations, cand: Observations, spe
             f" (the gradient flows back through {op} ({blame.node['id']}), which wrote in "
             f"place into a value computed from {target_of(blame.through)} "
             f"({blame.through['id']}); each call agrees on its own)")
-        wrong = _finder(program, ref, cand, spec)(blame.key, bad[blame.key],
-                                                  blame.node["id"], op, note)
-        wrong.uncertain = blame.uncertain
-        found.append(wrong)
+        found.append(_finder(program, ref, cand, spec)(blame.key, bad[blame.key],
+                                                       blame.node["id"], op, note))
     return found
 
 
@@ -312,28 +308,25 @@ def _none_gradients(program: Program, ref: Observations, cand: Observations, key
     other = "reference" if side == "candidate" else "candidate"
     what = "leaf" if first[len("grad:"):] in leaves else "intermediate"
     names = ", ".join(k[len("grad:"):] for k in keys[:6]) + (", …" if len(keys) > 6 else "")
-    broke = _chain_break(program, ref, cand, keys, leaves, agreed_alone or ())
-    node, certain = broke if broke is not None else (None, True)
+    node = _chain_break(program, ref, cand, keys, leaves, agreed_alone or ())
     via = "" if node is None else (
         f"; the chain breaks at {target_of(node)} ({node['id']}), whose backward sends "
         f"None where the {other}'s sends a gradient")
     message = (f"torch.autograd.grad gave None on the {side} where the {other} gives a "
                f"tensor, for {len(keys)} gradient(s) w.r.t. {what} value(s) ({names}){via}")
-    finding = Finding(Kind.GRAD, BACKWARD_OP if node is None else target_of(node), spec,
-                      message, program, first, "" if node is None else node["id"],
-                      signature=f"None on the {side} for an {what}" if what == "intermediate"
-                      else f"None on the {side} for a {what}")
-    finding.uncertain = not certain
-    return finding
+    return Finding(Kind.GRAD, BACKWARD_OP if node is None else target_of(node), spec,
+                   message, program, first, "" if node is None else node["id"],
+                   signature=f"None on the {side} for an {what}" if what == "intermediate"
+                   else f"None on the {side} for a {what}")
 
 
 def _chain_break(program: Program, ref: Observations, cand: Observations, keys: list[str],
-                 leaves: set[str], agreed: Collection[str]) -> tuple[Node, bool] | None:
-    """The call whose backward stopped a gradient that the other side passes on, and
-    whether the hooks saw it (else a guess): the last call whose backward node gave None
-    for an input where the other side's gave a tensor; without hook data, the one call
-    that takes the leaf whose gradient is missing. None for an intermediate the hooks
-    cannot place: ``torch.autograd.grad`` itself left it out."""
+                 leaves: set[str], agreed: Collection[str]) -> Node | None:
+    """The call whose backward stopped a gradient that the other side passes on: the last
+    call whose backward node gave None for an input where the other side's gave a tensor;
+    without hook data, the one call that takes the leaf whose gradient is missing (a guess
+    that judging the calls alone checks: ``agreed`` holds those that agreed alone). None for
+    an intermediate the hooks cannot place: ``torch.autograd.grad`` itself left it out."""
     none_side = cand if _is_none(cand.get(keys[0])) else ref
     full_side = ref if none_side is cand else cand
     mine, theirs = per_call(full_side), per_call(none_side)
@@ -344,14 +337,14 @@ def _chain_break(program: Program, ref: Observations, cand: Observations, keys: 
             continue
         if any(f.get("t") == "tensor" and _is_none(c)
                for f, c in zip(full["in"], cut["in"], strict=True)):
-            return node, True
+            return node
     for key in keys:
         value = key[len("grad:"):]
         if value not in leaves:
             continue
         takers = [n for n in calls if value in node_refs(n) and n["id"] not in agreed]
         if len(takers) == 1:
-            return takers[0], False
+            return takers[0]
     return None
 
 
@@ -479,7 +472,6 @@ class Blame:
     node: Node
     key: str
     through: Node | None = None
-    uncertain: bool = False  # no hook data placed it: a guess the calls judged alone check
 
 
 def _blame_backward(program: Program, bad: dict[str, Mismatch],
@@ -497,27 +489,28 @@ def _blame_backward(program: Program, bad: dict[str, Mismatch],
     charged to the last in-place call that wrote into a value computed from it: each call
     agrees alone, and writing in place, through a view or not, is what the candidate's
     autograd gets wrong."""
-    node, key, uncertain = _first_wrong(program, bad, ref_calls or {}, cand_calls or {},
-                                        rtol, atol, agreed_alone or ())
+    node, key = _first_wrong(program, bad, ref_calls or {}, cand_calls or {}, rtol, atol,
+                             agreed_alone or ())
     if agreed_alone is None or (node["id"] not in agreed_alone
                                 and node["op"] not in _NOT_CALLS):
-        return Blame(node, key, uncertain=uncertain)
+        return Blame(node, key)
     ancestors = upstream_of(program)
     writers = [n for n in program["nodes"] if n.get("inplace")
                and node["id"] in ancestors.get(n["id"], set())]
-    return Blame(writers[-1], key, node) if writers else Blame(node, key, uncertain=uncertain)
+    return Blame(writers[-1], key, node) if writers else Blame(node, key)
 
 
 def _first_wrong(program: Program, bad: dict[str, Mismatch],
                  ref_calls: dict[str, dict[str, Any]], cand_calls: dict[str, dict[str, Any]],
                  rtol: float | None, atol: float | None, agreed: Collection[str] = ()
-                 ) -> tuple[Node, str, bool]:
-    """The call, the gradient that shows it, and whether it is a guess. A call whose hooked
-    node received the right gradient and sent a wrong one is certain. A hooked node that
-    agrees is no proof that its call does: it is the last node of the call's backward
-    (``matmul`` of a vector ends in a ``squeeze``), so such a call stays the guess when no
-    other call is placed (``agreed``: calls that agreed alone, no longer guessed); so does,
-    without hook data, the last call that took a value whose gradient is wrong."""
+                 ) -> tuple[Node, str]:
+    """The call and the gradient that shows it: a call whose hooked node received the right
+    gradient and sent a wrong one; without hook data, the last call that took a value whose
+    gradient is wrong. A hooked node that agrees is no proof that its call does: it is the
+    last node of the call's backward (``matmul`` of a vector ends in a ``squeeze``), so the
+    last such call that took a wrong value is the guess when no other call is placed
+    (``agreed``: calls that agreed alone, guessed no more). Every blamed call is judged
+    alone (checks/calls.py), which confirms or clears a guess."""
     bad_ids = {k[len("grad:"):] for k in bad}
     guess: tuple[Node, str] | None = None
     for node in reversed(program["nodes"]):
@@ -530,19 +523,19 @@ def _first_wrong(program: Program, bad: dict[str, Mismatch],
         if mine is not None and theirs is not None and _comparable(mine, theirs):
             if (_grads_agree(mine["out"], theirs["out"], rtol, atol)
                     and not _grads_agree(mine["in"], theirs["in"], rtol, atol)):
-                return node, f"grad:{hits[0]}" if hits else next(iter(bad)), False
+                return node, f"grad:{hits[0]}" if hits else next(iter(bad))
             if hits and not outputs and guess is None and node["id"] not in agreed:
                 guess = node, f"grad:{hits[0]}"
             continue
         if outputs:
             continue
         if hits:
-            return node, f"grad:{hits[0]}", True
+            return node, f"grad:{hits[0]}"
     if guess is not None:
-        return guess[0], guess[1], True
+        return guess
     first = next(iter(bad))
     node = next(n for n in program["nodes"] if n["id"] == node_of(first[len("grad:"):]))
-    return node, first, True
+    return node, first
 
 
 def upstream_of(program: Program) -> dict[str, set[str]]:

@@ -239,3 +239,16 @@ def test_the_report_shows_the_candidates_line_and_packages(make_candidate: Any,
     assert list(report["candidate_packages"]) == ["fastops", "torch"]
     text = render_markdown(report)
     assert "Candidate `import fastops` (fastops 1.2.3, torch " in text
+
+
+@pytest.mark.parametrize(("also", "works"), [
+    ("'torch.optim.*'", True), ("['torch.optim.SGD', 'torch.Tensor.backward']", True),
+    ("lambda name: name.startswith('torch.optim.')", True), ("5", False), ("[1, 2]", False)])
+def test_alignbot_wrap_also_is_a_predicate_or_names(make_candidate: Any, also: str,
+                                                    works: bool) -> None:
+    prelude = f"import torch\nalignbot_wrap = lambda name, fn: fn\nalignbot_wrap_also = {also}\n"
+    if works:
+        assert make_candidate(prelude).run(PROGRAM).observations is not None
+        return
+    with pytest.raises(CandidateStartError, match="alignbot_wrap_also must be a function"):
+        make_candidate(prelude)

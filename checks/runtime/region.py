@@ -239,7 +239,8 @@ def _none_as_eager(torch: Any, program: Program, hooks: Hooks,
              and obs.get("t") == "tensor" and not obs["data"].any()]
     if not zeros:
         return
-    eager = replay(torch, program, Hooks(hooks.overrides, hooks.wrap, hooks.device))
+    eager = replay(torch, program, Hooks(hooks.overrides, hooks.wrap, hooks.device,
+                                         wrap_also=hooks.wrap_also))
     for key in zeros:
         if eager.get(key) == {"t": "value", "value": None}:
             observations[key] = eager[key]
@@ -265,7 +266,8 @@ def _run_region(torch: Any, program: Program, hooks: Hooks, built: dict[str, Any
     except Exception as exc:
         error = None if probes else region_error(exc)
         raise RegionFailed(f"the region raised {_one_line(exc)}", error) from exc
-    return dict(computed)
+    # what the region computed, never what it was given (a hook cannot replace an input)
+    return {k: v for k, v in computed.items() if k not in built and k not in probes}
 
 
 def region_error(exc: BaseException) -> dict[str, Any]:

@@ -58,9 +58,26 @@ def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
         wrap=namespace.get("alignbot_wrap"),
         device=str(namespace.get("alignbot_device", "cpu")),
         program=namespace.get("alignbot_program"),
-        wrap_also=namespace.get("alignbot_wrap_also"),
+        wrap_also=_wrap_also(namespace.get("alignbot_wrap_also")),
     )
     return namespace["torch"], hooks
+
+
+def _wrap_also(value: Any) -> Any:
+    """The prelude's ``alignbot_wrap_also``: a predicate on a call's name, or names and
+    patterns (one string is one pattern); anything else is the prelude's mistake."""
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str):
+        return frozenset({value})
+    try:
+        names = frozenset(value)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(name, str) for name in names):
+        raise TypeError("alignbot_wrap_also must be a function of a call's name, or a set of "
+                        f"names and patterns such as {{'torch.optim.*'}}, not {value!r:.80}")
+    return names
 
 
 MAX_PACKAGES = 16
