@@ -37,6 +37,7 @@ from .output import (
     CheckContext,
     Conclusion,
     batches,
+    candidate_line,
     check_output,
     comment_body,
 )
@@ -344,8 +345,10 @@ def _held(repo: Repository, head_sha: str, key: str, hold: Hold) -> dict[str, An
 
 
 def _describe(config: RepoConfig) -> str:
+    """The candidate in one line: its preset, or the line of its prelude that says what it
+    is (``import torchax``, not ``import torch``)."""
     candidate = config.candidate
-    return candidate.preset or (candidate.prelude or "").strip().splitlines()[0][:80]
+    return candidate.preset or candidate_line(candidate.prelude or "")[:80]
 
 
 def _op_files_for(config: RepoConfig, changed: list[str]) -> dict[str, list[str]]:

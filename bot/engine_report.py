@@ -4,7 +4,8 @@ The report's shape is defined once, by the engine, in ``checks/report_types.py``
 are the same keys and types with the limits untrusted input needs (lengths, counts, patterns),
 and ``tests/test_engine_report.py`` fails on any key, optionality or type that differs. A few
 keys the engine always writes are optional here: job results stored by earlier versions lack
-them (``complete``, ``signature``, ``examples``, ``oracles``, ``exploration``)."""
+them (``complete``, ``signature``, ``examples``, ``oracles``, ``exploration``, ``cause``,
+``causes``, ``candidate_packages``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, Validation
 from checks.findings import Kind
 from checks.markdown import Trusted, visible
 from checks.report import REPORT_VERSION
-from checks.report_types import Measure, Side
+from checks.report_types import CauseForm, Measure, Side
 from checks.triage import Verdict
 from checks.upstream import new_issue_url
 
@@ -38,6 +39,11 @@ Example = Annotated[str, StringConstraints(max_length=2_000)]  # one merged draw
 # a choice point's alternative (checks/choice_points.py): nothing that could format Markdown
 Label = Annotated[str, StringConstraints(max_length=120, pattern=r"^[A-Za-z0-9_.:#\[\] -]*$")]
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{12}$")]
+# what the candidate's worker says it imported (checks/runtime/worker.py): plain names only
+MAX_PACKAGES = 16
+PackageName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
+PackageVersion = Annotated[str, StringConstraints(
+    pattern=r"^[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}$")]
 Count = Annotated[int, Field(ge=0, le=MAX_COUNT)]
 _TRACKER = re.compile(r"[A-Za-z0-9_.-]{1,100}/[A-Za-z0-9_.-]{1,100}")
 
@@ -102,6 +108,7 @@ class EngineFinding(_Strict):
     program: dict[str, Any]
     signature: Line | None = None  # what failed, without values (checks/findings.py)
     examples: list[Example] | None = Field(default=None, max_length=MAX_EXAMPLES)
+    cause: Line | None = None  # the failure it shares with other findings (checks/causes.py)
     max_abs: Measure | None = None
     max_rel: Measure | None = None
     repro: Script | None = None
@@ -123,6 +130,28 @@ class EngineFinding(_Strict):
     downstream_of: list[Upstream] | None = Field(default=None, max_length=MAX_UPSTREAM)
 
 
+class CauseMember(_Strict):
+    """A finding of a cause, as a line of its table."""
+
+    fingerprint: Fingerprint
+    kind: Kind
+    op: Name
+    dtype: Name
+    count: Count
+
+
+class Cause(_Strict):
+    """Findings that share one candidate-side failure (checks/causes.py). The App groups the
+    findings it validated itself (``checks.causes.group``); this list is only checked."""
+
+    id: Fingerprint
+    form: CauseForm
+    signature: Line
+    summary: Line
+    count: Count
+    members: list[CauseMember] = Field(max_length=MAX_FINDINGS)
+
+
 class SpecExploration(_Strict):
     """What one spec's draws exercised: choice-point alternatives seen, drawn, never drawn."""
 
@@ -138,12 +167,15 @@ class EngineReport(_Strict):
     report_version: Annotated[int, Field(ge=1, le=REPORT_VERSION)]
     reference: Name
     candidate: Script
+    candidate_packages: dict[PackageName, PackageVersion] | None = Field(
+        default=None, max_length=MAX_PACKAGES)
     seed: Annotated[int, Field(ge=0, le=MAX_SEED)]
     specs_run: Annotated[int, Field(ge=0, le=MAX_SPECS)]
     specs: list[Name] = Field(max_length=MAX_SPECS)
     programs_run: Count
     complete: bool = True  # False: the run was interrupted, findings so far
     findings: list[EngineFinding] = Field(max_length=MAX_FINDINGS)
+    causes: list[Cause] | None = Field(default=None, max_length=MAX_FINDINGS)
     exploration: list[SpecExploration] | None = Field(default=None, max_length=MAX_SPECS)
 
     def dump(self) -> dict[str, Any]:

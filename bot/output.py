@@ -7,10 +7,13 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, cast
 
+from checks import causes as causes_of
 from checks.markdown import Trusted, defuse, inline, no_comment, visible
-from checks.report import environment
+from checks.report import candidate_line as candidate_line  # what alignment.py shows
+from checks.report import environment, packages_line
+from checks.report_types import Cause, FindingEntry
 from checks.triage import Verdict
 
 from .engine_report import EngineFinding, EngineReport, new_issue_link
@@ -80,7 +83,9 @@ def headline(ctx: CheckContext) -> str:
         return f"all {ctx.report.specs_run} specs agree with PyTorch"
     counts = Counter(_verdict(f) for f in findings)
     parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    return f"{len(findings)} finding{'s' if len(findings) != 1 else ''} ({parts})"
+    causes = len(grouped(ctx.report)[0])
+    return (f"{len(findings)} finding{'s' if len(findings) != 1 else ''} in {causes} "
+            f"cause{'s' if causes != 1 else ''} ({parts})")
 
 
 def _verdict(finding: EngineFinding) -> str:
@@ -177,15 +182,29 @@ def _failure(ctx: CheckContext) -> str | None:
     return ctx.failure
 
 
+def grouped(report: EngineReport | None) -> tuple[list[Cause], dict[str, EngineFinding]]:
+    """The report's causes, grouped here from the findings as validated (the report's own
+    list is never trusted), and its findings by fingerprint."""
+    findings = report.findings if report else []
+    entries = [cast(FindingEntry, f.model_dump(mode="json")) for f in findings]
+    return causes_of.group(entries), {f.fingerprint: f for f in findings}
+
+
+def _packages(report: EngineReport | None) -> str:
+    return packages_line(report.candidate_packages or {}) if report else ""
+
+
 def check_output(ctx: CheckContext) -> CheckOutput:
     env = environment()
     findings = ctx.report.findings if ctx.report else []
     by_verdict = Counter(_verdict(f) for f in findings)
+    causes, by_print = grouped(ctx.report)
+    packages = _packages(ctx.report)
     summary = env.get_template("check_run_summary.md.j2").render(
         failure=_failure(ctx), advice=ctx.advice, report=ctx.report, by_verdict=dict(by_verdict),
-        seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate, isolation=ctx.isolation,
-        limits=ctx.limits)
-    text = env.get_template("check_run_text.md.j2").render(findings=findings)
+        seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate, packages=packages,
+        causes=causes, isolation=ctx.isolation, limits=ctx.limits)
+    text = env.get_template("check_run_text.md.j2").render(causes=causes, by_print=by_print)
     return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],
                        fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
                        fit(text, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
@@ -193,11 +212,12 @@ def check_output(ctx: CheckContext) -> CheckOutput:
 
 
 def comment_body(ctx: CheckContext) -> str:
-    findings = ctx.report.findings if ctx.report else []
+    causes, by_print = grouped(ctx.report)
     body = environment().get_template("pr_comment.md.j2").render(
         marker=Trusted(MARKER), headline=headline(ctx), failure=_failure(ctx),
         advice=ctx.advice, report=ctx.report, head_sha=ctx.head_sha, tracker=ctx.tracker,
-        links=[new_issue_link(ctx.tracker, f) for f in findings])
+        causes=causes, by_print=by_print, packages=_packages(ctx.report),
+        links={key: new_issue_link(ctx.tracker, f) for key, f in by_print.items()})
     return fit(body, COMMENT_LIMIT, ctx.full_report_url)
 
 

@@ -28,6 +28,7 @@ from .findings import (
     backward_agrees,
     judge_all,
     judge_gradients,
+    region_finding,
     upstream_of,
 )
 from .isolate import Sliced, slice_calls
@@ -77,6 +78,9 @@ def judge_program(spec: Spec, program: Program, ref: Observations, outcome: RunO
     else:
         cand = outcome.observations
         found = judge_all(program, ref, cand, spec.name, spec.rtol, spec.atol)
+        region = region_finding(program, cand, spec.name)
+        if region is not None:
+            found.append(region)
     if not found:
         return []
     if want is not None and any(f.core == want.core for f in found):
@@ -93,38 +97,73 @@ def judge_calls(spec: Spec, program: Program, ref: Observations, cand: Observati
     """``found`` (the chained run's findings) with the findings of the calls the chained run
     did not clear, each judged alone. A wrong gradient the chained run blamed on a call is
     judged alone too: when that call's backward agrees on its own and another finding of the
-    draw lies downstream of it (where its wrong gradient came from), it is dropped as a
-    consequence."""
-    nodes = program["nodes"]
+    draw lies downstream of it or of the value whose gradient is wrong (where its wrong
+    gradient came from), it is dropped as a consequence. Where the chained run could not
+    place a backward failure on a call it confirmed (a guess that agreed alone, an input,
+    ``torch.autograd.grad`` itself), every call that gets a gradient is judged alone."""
     blamed = {f.node for f in found}
     to_confirm = {f.node: f for f in found if f.kind is Kind.GRAD and f.node
                   and not f.extra.get("judged_alone")}
     agrees = backward_agrees(ref, cand, spec.rtol, spec.atol)
+    wanted = _wanted(spec, program, ref, cand, blamed, to_confirm, only, agrees)
+    alone: list[Finding] = []
+    judged: set[str] = set()
+    _judge_slices(spec, program, ref, candidate, wanted, to_confirm, alone, judged)
+    agreed = judged - {n for n, f in to_confirm.items() if f.extra.get("judged_alone")}
+    if _unplaced(program, found, agreed) and not agrees:
+        done = {program["nodes"][index]["id"] for index in wanted}
+        more = _wanted(spec, program, ref, cand, blamed | done, {}, only, agrees,
+                       every=True, budget=MAX_SLICES - len(wanted))
+        _judge_slices(spec, program, ref, candidate, more, {}, alone, judged)
+        agreed = judged - {n for n, f in to_confirm.items() if f.extra.get("judged_alone")}
+    if not judged:
+        return found
+    return _without_consequences(spec, program, ref, cand, found, alone, to_confirm,
+                                 agreed) + alone
+
+
+def _wanted(spec: Spec, program: Program, ref: Observations, cand: Observations,
+            skip: set[str], to_confirm: dict[str, Finding], only: str | None, agrees: bool,
+            every: bool = False, budget: int = MAX_SLICES) -> dict[int, tuple[bool, bool]]:
+    """The calls to judge alone, by index: (judge the forward, judge the backward). Those
+    whose forward differs, those whose backward the hooks do not clear (``every``: whose
+    result needs a gradient at all), and the blamed calls to confirm."""
     ref_calls, cand_calls = per_call(ref), per_call(cand)
     forward = _forward_keys(ref)
     wanted: dict[int, tuple[bool, bool]] = {}
-    for index, node in enumerate(nodes):
-        if node["op"] in _NOT_CALLS or (node["id"] in blamed and node["id"] not in to_confirm):
+    for index, node in enumerate(program["nodes"]):
+        if len(wanted) >= budget:
+            break
+        if node["op"] in _NOT_CALLS or (node["id"] in skip and node["id"] not in to_confirm):
             continue
         if only is not None and node.get("target") != only:
             continue
-        inplace = bool(node.get("inplace"))
         forward_ok = _agrees_at(node["id"], forward, ref, cand, spec)
-        backward = (bool(program.get("backward")) and not agrees
-                    and _gets_gradient(node, ref)
-                    and not _call_agrees(ref_calls.get(node["id"]),
-                                         cand_calls.get(node["id"]), spec))
+        if every:
+            backward = bool(program.get("backward")) and _wants_gradient(node, ref)
+        else:
+            backward = (bool(program.get("backward")) and not agrees
+                        and _gets_gradient(node, ref)
+                        and not _call_agrees(ref_calls.get(node["id"]),
+                                             cand_calls.get(node["id"]), spec))
         if node["id"] in to_confirm:
             backward = True
         elif forward_ok and not backward:
             continue
-        wanted[index] = (not inplace, backward)
-        if len(wanted) >= MAX_SLICES:
-            break
+        wanted[index] = (not node.get("inplace"), backward)
+    return wanted
+
+
+def _judge_slices(spec: Spec, program: Program, ref: Observations,
+                  candidate: CandidateProcess, wanted: dict[int, tuple[bool, bool]],
+                  to_confirm: dict[str, Finding], alone: list[Finding], judged: set[str]
+                  ) -> None:
+    """Judge each wanted call alone: its findings go to ``alone``, its id to ``judged``
+    when the slice was evidence; a blamed call that shows its wrong gradient alone marks
+    the chained finding ``judged_alone``."""
     if not wanted:
-        return found
-    alone: list[Finding] = []
-    judged: set[str] = set()
+        return
+    nodes = program["nodes"]
     for index, piece in slice_calls(program, wanted, ref).items():
         new = _judge_alone(spec, program, nodes[index], piece, ref, candidate)
         if new is None:
@@ -137,34 +176,76 @@ def judge_calls(spec: Spec, program: Program, ref: Observations, cand: Observati
                 blamed_here.extra["judged_alone"] = True
             new = [f for f in new if f not in confirmed]
         alone += new
-    agreed = judged - {n for n, f in to_confirm.items() if f.extra.get("judged_alone")}
-    return _without_consequences(spec, program, ref, cand, found, alone, to_confirm,
-                                 agreed) + alone
+
+
+def _unplaced(program: Program, found: list[Finding], agreed: set[str]) -> bool:
+    """A backward failure of the chained run that no call judged alone confirmed: charged to
+    ``torch.autograd.grad``, to no call (an input, a module), or to a guess that agreed
+    alone."""
+    calls = {n["id"] for n in program["nodes"] if n["op"] not in _NOT_CALLS}
+    for finding in found:
+        backward = finding.kind is Kind.GRAD or finding.key == "backward"
+        if not backward or finding.extra.get("judged_alone"):
+            continue
+        if finding.op == BACKWARD_OP or finding.node not in calls or finding.node in agreed:
+            return True
+    return False
 
 
 def _without_consequences(spec: Spec, program: Program, ref: Observations,
                           cand: Observations, found: list[Finding], alone: list[Finding],
                           to_confirm: dict[str, Finding], agreed: set[str]) -> list[Finding]:
-    """The chained findings, less the wrong gradients blamed on a call that agreed alone
-    (``agreed``), or on no call at all (an input, a module): dropped when another finding of
-    the draw lies downstream of it (the wrong gradient came from there), else blamed again
-    knowing which calls agreed alone (:func:`checks.findings.judge_gradients`)."""
+    """The chained findings, less the backward failures that a call judged alone explains:
+    a wrong gradient blamed on a call that agreed alone (``agreed``), or on no call at all
+    (an input, a module), is dropped when another finding of the draw lies downstream of
+    that call or of the value whose gradient is wrong (the wrong gradient came from there),
+    else blamed again knowing which calls agreed alone
+    (:func:`checks.findings.judge_gradients`); one charged to ``torch.autograd.grad`` is
+    dropped when a call alone shows a backward failure of that form."""
     ancestors = upstream_of(program)
     everything = found + alone
     kept = []
     calls = {n["id"] for n in program["nodes"] if n["op"] not in _NOT_CALLS}
     for finding in found:
         node = finding.node
+        if finding.op == BACKWARD_OP and not node and _explained(finding, alone):
+            continue
         if node in to_confirm and (node in agreed or node not in calls):
+            value = node_of(finding.key[len("grad:"):]) if finding.key.startswith("grad:") \
+                else node
             below = [g for g in everything if g is not finding and g.node
-                     and node in ancestors.get(g.node, set())]
+                     and {node, value} & ancestors.get(g.node, set())]
             if below:
                 continue
-            finding = next(f for f in judge_gradients(program, ref, cand, spec.name,
-                                                      spec.rtol, spec.atol, agreed)
-                           if f.node)
+            again = [f for f in judge_gradients(program, ref, cand, spec.name, spec.rtol,
+                                                spec.atol, agreed)
+                     if _none_form(f) == _none_form(finding)]
+            finding = again[0] if again else finding
+            if any(g.node == finding.node and g.kind is finding.kind for g in alone):
+                continue  # the call alone shows it: that finding stands for it
+            if finding.op == BACKWARD_OP and _explained(finding, alone):
+                continue
         kept.append(finding)
     return kept
+
+
+def _none_form(finding: Finding) -> bool:
+    """A finding of gradients that are None on one side (not of wrong values)."""
+    return finding.signature.startswith("None on the ")
+
+
+def _explained(finding: Finding, alone: list[Finding]) -> bool:
+    """A call judged alone shows a backward failure of the same form as ``finding``: a
+    gradient None on one side, a wrong one, or a backward that raised."""
+    for other in alone:
+        if other.op == BACKWARD_OP or not other.node:
+            continue
+        if finding.key == "backward" and other.key == "backward":
+            return True
+        if finding.kind is Kind.GRAD and other.kind is Kind.GRAD \
+                and _none_form(finding) == _none_form(other):
+            return True
+    return False
 
 
 def _judge_alone(spec: Spec, program: Program, node: Node, piece: Sliced,
@@ -250,6 +331,14 @@ def _agrees_at(node_id: str, forward: dict[str, list[str]], ref: Observations,
     """Both sides computed the same at this node (``forward``: :func:`_forward_keys`)."""
     return all(compare(ref[k], cand.get(k), spec.rtol, spec.atol) is None
                for k in forward.get(node_id, []))
+
+
+def _wants_gradient(node: Node, ref: Observations) -> bool:
+    """The reference's result of this call requires a gradient (a tensor of it, or the
+    tensor an in-place call wrote into)."""
+    return any(node_of(key) == node["id"] and "!" not in key
+               and ref[key].get("requires_grad") is True for key in ref if is_forward(key)) \
+        or (bool(node.get("inplace")) and _gets_gradient(node, ref))
 
 
 def _gets_gradient(node: Node, ref: Observations) -> bool:

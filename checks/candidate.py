@@ -17,6 +17,7 @@ from typing import Any
 
 from .program import Program
 from .runtime.wire import WireError, read_message, write_message
+from .runtime.worker import MAX_PACKAGES, PACKAGE_NAME, PACKAGE_VERSION
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 WORKER = Path(__file__).parent / "runtime" / "worker.py"
@@ -73,6 +74,7 @@ class CandidateProcess:
     def __init__(self, config: CandidateConfig) -> None:
         self.config = config
         self.version = ""
+        self.packages: dict[str, str] = {}  # what the prelude imported, with versions
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._deadline: float | None = None
@@ -118,6 +120,7 @@ class CandidateProcess:
             self.kill()
             raise CandidateStartError(f"the candidate's prelude failed: {reply.get('error')}")
         self.version = str(reply.get("version", ""))
+        self.packages = packages(reply.get("packages"))
         return self.version
 
     def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
@@ -241,6 +244,20 @@ class CandidateProcess:
                 pass
         self.kill()
         self._dir.cleanup()
+
+
+def packages(reply: Any) -> dict[str, str]:
+    """The worker's ``[[name, version], …]`` of the packages the prelude imported, as a
+    dict; only what looks like a package name and a version (the worker runs the
+    candidate's code), at most ``MAX_PACKAGES``."""
+    found: dict[str, str] = {}
+    for item in reply if isinstance(reply, list) else []:
+        if isinstance(item, list) and len(item) == 2 and all(isinstance(i, str) for i in item) \
+                and PACKAGE_NAME.fullmatch(item[0]) and PACKAGE_VERSION.fullmatch(item[1]):
+            found.setdefault(item[0], item[1])
+        if len(found) >= MAX_PACKAGES:
+            break
+    return found
 
 
 def _exited(pid: int) -> bool:

@@ -265,7 +265,9 @@ def _method(node: CallNode, names: dict[str, str], name: str, wrap: bool,
     rest = [literal(a, names, float_dtype=fd) for a in args[1:]]
     if wrap:
         fn = f"call({node['target']!r}, {this}.{method})"
-        yield f"{name} = {fn}({_call_args(node, names, skip=1, float_dtype=fd)})"
+        called = f"{fn}({_call_args(node, names, skip=1, float_dtype=fd)})"
+        # the replay keeps what a generator yields as a list
+        yield f"{name} = list({called})" if method in GENERATORS else f"{name} = {called}"
     elif method in BINARY and len(rest) == 1 and not node.get("kwargs"):
         yield f"{name} = {this} {BINARY[method]} {rest[0]}"
     elif method in REFLECTED and len(rest) == 1 and not node.get("kwargs"):

@@ -61,6 +61,7 @@ class CheckResult:
     findings: list[Finding] = field(default_factory=list)
     stats: Stats = field(default_factory=Stats)
     complete: bool = True  # False: the run was interrupted and holds the findings so far
+    packages: dict[str, str] = field(default_factory=dict)  # the prelude's, with versions
     exploration: list[Exploration] = field(default_factory=list)  # per spec run, in order
 
 
@@ -239,7 +240,7 @@ def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int 
     import torch
 
     result = CheckResult(reference=str(torch.__version__), candidate=candidate.config.name,
-                         seed=seed)
+                         seed=seed, packages=dict(candidate.packages))
     merger = Merger()
 
     def record(found: list[Finding]) -> None:

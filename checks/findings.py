@@ -19,8 +19,18 @@ from .program import (
     target_of,
 )
 from .runtime.literals import node_refs, refs
+from .runtime.region import PROGRAM_KEY
 from .runtime.replay import per_call
-from .signatures import describe_key, error_signature, is_forward, mismatch_signature, node_of
+from .signatures import (
+    describe_key,
+    error_cause,
+    error_signature,
+    is_forward,
+    mismatch_signature,
+    node_of,
+    precision_cause,
+    role,
+)
 
 if TYPE_CHECKING:  # report_types names Kind
     from .report_types import FindingEntry, FindingExtra
@@ -37,9 +47,11 @@ class Kind(StrEnum):
     REFERENCE_ERROR = "reference-error"
     CANDIDATE_CRASH = "candidate-crash"
     CANDIDATE_TIMEOUT = "candidate-timeout"
+    REGION_ERROR = "region-error"
 
 
 BACKWARD_OP = "torch.autograd.grad"
+REGION_OP = "alignbot_program"  # the op of a region that failed: the candidate's hook
 # kinds whose signature ends with the keyword names of the call (`` kw=[beta]``)
 MISMATCH_KINDS = frozenset({Kind.VALUE, Kind.GRAD, Kind.SHAPE, Kind.DTYPE, Kind.STATE})
 _KEYWORDS = re.compile(r" kw=\[[^\]]*\]$")
@@ -66,6 +78,9 @@ class Finding:
     extra: FindingExtra = field(default_factory=_no_extra)
     signature: str = ""  # what failed, without values: see :func:`signature`
     examples: list[str] = field(default_factory=list)  # distinct messages of merged draws
+    # the candidate-side failure it shares with other findings (``raised: …``,
+    # ``precision: …``; see checks/causes.py), or "" for a failure of its own
+    cause: str = ""
 
     def __post_init__(self) -> None:
         if not self.examples:
@@ -113,7 +128,8 @@ class Finding:
         return {"fingerprint": self.fingerprint, "kind": self.kind, "op": self.op,
                 "spec": self.spec, "message": self.message, "count": self.count,
                 "observation": self.key, "node": self.node, "program": as_json(self.program),
-                "signature": self.signature, "examples": list(self.examples), **self.extra}
+                "signature": self.signature, "examples": list(self.examples),
+                "cause": self.cause, **self.extra}
 
 
 def _example(message: str) -> str:
@@ -177,8 +193,10 @@ def judge_all(program: Program, ref: Observations, cand: Observations, spec: str
     """What the chained run shows: the first divergence, walking the program in call order,
     then final states, then the backward. A forward divergence ends the walk (every later
     value is fed by it: :func:`checks.calls.judge_calls` judges those calls on the
-    reference's inputs instead). In the backward, a gradient that is None on one side only
-    is one autograd-level finding, apart from the call blamed for wrong gradients."""
+    reference's inputs instead); so does a result that lost its backward node (no
+    ``grad_fn`` where the reference's has one: :func:`detached`). In the backward, the
+    gradients that are None on one side only are one finding, apart from the call blamed
+    for wrong gradients."""
     nodes = {n["id"]: n for n in program["nodes"]}
     finding = _finder(program, ref, cand, spec)
     for key in (k for k in ref if is_forward(k)):
@@ -186,6 +204,8 @@ def judge_all(program: Program, ref: Observations, cand: Observations, spec: str
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
             return [finding(key, mismatch, node["id"], target_of(node))]
+        if program.get("backward") and detached(ref[key], cand.get(key)):
+            return [_detached(program, ref, cand, key, node, spec)]
     for key in (k for k in ref if k.startswith("final:")):
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
@@ -212,7 +232,7 @@ def judge_gradients(program: Program, ref: Observations, cand: Observations, spe
         del bad[key]
     found: list[Finding] = []
     if missing:
-        found.append(_none_gradients(program, ref, cand, missing, spec))
+        found.append(_none_gradients(program, ref, cand, missing, spec, agreed_alone))
     if bad:
         blame = _blame_backward(program, bad, per_call(ref), per_call(cand), rtol, atol,
                                 agreed_alone)
@@ -224,6 +244,30 @@ def judge_gradients(program: Program, ref: Observations, cand: Observations, spe
         found.append(_finder(program, ref, cand, spec)(blame.key, bad[blame.key],
                                                        blame.node["id"], op, note))
     return found
+
+
+def detached(ref: dict[str, Any], cand: dict[str, Any] | None) -> bool:
+    """A result that requires a gradient on the reference and not on the candidate: the
+    candidate's call gave it no backward node, so no gradient flows back through it."""
+    return ref.get("requires_grad") is True and cand is not None \
+        and cand.get("requires_grad") is False
+
+
+def _detached(program: Program, ref: Observations, cand: Observations, key: str, node: Node,
+              spec: str) -> Finding:
+    """The first call whose result lost its backward node. It is the backward through it
+    that fails (it raises, or gives None), so the finding is the backward's, at this call."""
+    op = target_of(node)
+    region = (cand.get(PROGRAM_KEY) or {}).get("mode") == "region"
+    where = "the compiled region's " if region else ""
+    message = (f"{describe_key(key)} of {op} ({node['id']}) has no grad_fn in {where}"
+               f"the candidate's run, where the reference's is "
+               f"{ref[key].get('grad_fn') or 'a backward node'}: the autograd graph is "
+               "cut there, so no gradient flows back through it")
+    return Finding(Kind.CANDIDATE_ERROR, op, spec, message, program, "backward", node["id"],
+                   signature=f"{role(program, key, node['id'])} detached",
+                   cause="detached: the compiled region's results have no grad_fn"
+                   if region else "")
 
 
 def _finder(program: Program, ref: Observations, cand: Observations, spec: str
@@ -239,7 +283,8 @@ def _finder(program: Program, ref: Observations, cand: Observations, spec: str
         kind = _kind_for(key, mismatch)
         return Finding(kind, op, spec, message, program, key, node_id, extra=extra,
                        signature=_signature(program, kind, key, node_id, ref.get(key),
-                                            cand.get(key)))
+                                            cand.get(key)),
+                       cause=_cause(kind, mismatch, ref.get(key), cand.get(key)))
 
     return finding
 
@@ -250,10 +295,12 @@ def _is_none(obs: dict[str, Any] | None) -> bool:
 
 
 def _none_gradients(program: Program, ref: Observations, cand: Observations, keys: list[str],
-                    spec: str) -> Finding:
-    """Gradients that one side gives as None and the other as a tensor: a behaviour of
-    ``torch.autograd.grad`` itself, whatever calls the program makes, so one finding named
-    after it (not one per op) whose signature says which side gave None and for what."""
+                    spec: str, agreed_alone: Collection[str] | None = None) -> Finding:
+    """Gradients that one side gives as None and the other as a tensor, as one finding whose
+    signature says which side gave None and for what. It is charged to the call that broke
+    the chain (:func:`_chain_break`); where none can be named, to ``torch.autograd.grad``
+    itself: a behaviour of its own (None for an intermediate listed beside an output),
+    whatever calls the program makes, so one finding, not one per op."""
     plan = program.get("backward")
     leaves = set((plan.get("wrt") if plan else None) or [])
     first = keys[0]
@@ -261,11 +308,44 @@ def _none_gradients(program: Program, ref: Observations, cand: Observations, key
     other = "reference" if side == "candidate" else "candidate"
     what = "leaf" if first[len("grad:"):] in leaves else "intermediate"
     names = ", ".join(k[len("grad:"):] for k in keys[:6]) + (", …" if len(keys) > 6 else "")
+    node = _chain_break(program, ref, cand, keys, leaves, agreed_alone or ())
+    via = "" if node is None else (
+        f"; the chain breaks at {target_of(node)} ({node['id']}), whose backward sends "
+        f"None where the {other}'s sends a gradient")
     message = (f"torch.autograd.grad gave None on the {side} where the {other} gives a "
-               f"tensor, for {len(keys)} gradient(s) w.r.t. {what} value(s) ({names})")
-    return Finding(Kind.GRAD, BACKWARD_OP, spec, message, program, first, "",
+               f"tensor, for {len(keys)} gradient(s) w.r.t. {what} value(s) ({names}){via}")
+    return Finding(Kind.GRAD, BACKWARD_OP if node is None else target_of(node), spec,
+                   message, program, first, "" if node is None else node["id"],
                    signature=f"None on the {side} for an {what}" if what == "intermediate"
                    else f"None on the {side} for a {what}")
+
+
+def _chain_break(program: Program, ref: Observations, cand: Observations, keys: list[str],
+                 leaves: set[str], agreed: Collection[str]) -> Node | None:
+    """The call whose backward stopped a gradient that the other side passes on: the last
+    call whose backward node gave None for an input where the other side's gave a tensor;
+    without hook data, the one call that takes the leaf whose gradient is missing (a guess
+    that judging the calls alone checks: ``agreed`` holds those that agreed alone). None for
+    an intermediate the hooks cannot place: ``torch.autograd.grad`` itself left it out."""
+    none_side = cand if _is_none(cand.get(keys[0])) else ref
+    full_side = ref if none_side is cand else cand
+    mine, theirs = per_call(full_side), per_call(none_side)
+    calls = [n for n in program["nodes"] if n["op"] not in _NOT_CALLS]
+    for node in reversed(calls):
+        full, cut = mine.get(node["id"]), theirs.get(node["id"])
+        if not full or not cut or len(full.get("in") or []) != len(cut.get("in") or []):
+            continue
+        if any(f.get("t") == "tensor" and _is_none(c)
+               for f, c in zip(full["in"], cut["in"], strict=True)):
+            return node
+    for key in keys:
+        value = key[len("grad:"):]
+        if value not in leaves:
+            continue
+        takers = [n for n in calls if value in node_refs(n) and n["id"] not in agreed]
+        if len(takers) == 1:
+            return takers[0]
+    return None
 
 
 def _signature(program: Program, kind: Kind, key: str, node_id: str,
@@ -288,12 +368,46 @@ def _backward_raised(program: Program, ref: Observations, cand: Observations,
     op = target_of(node)
     other = "candidate" if side == "reference" else "reference"
     theirs = (cand if side == "reference" else ref).get("backward") or {}
+    cause = f"raised: {error_cause(obs)}" if side == "candidate" else ""
     ran = (f"the {other}'s raised {theirs.get('type')}" if theirs.get("t") == "error"
            else f"the {other}'s backward ran")
     message = (f"the backward of {op} ({node['id']}) raised {obs.get('type')}: "
                f"{obs.get('message')} on the {side}; {ran}")
     return Finding(_kind_for("backward", mismatch), op, spec, message, program, "backward",
-                   node["id"], signature=error_signature(obs))
+                   node["id"], signature=error_signature(obs), cause=cause)
+
+
+def _cause(kind: Kind, mismatch: Mismatch, ref: dict[str, Any] | None,
+           cand: dict[str, Any] | None) -> str:
+    """What a finding's candidate-side failure may share with others': the exception it
+    raised, the dtype it returned in place of the reference's, the precision it computed
+    at (:func:`checks.signatures.precision_cause`); "" for a failure of its own."""
+    if kind in (Kind.CANDIDATE_ERROR, Kind.MISSING_API) and cand and cand.get("t") == "error":
+        return f"raised: {error_cause(cand)}"
+    if kind is Kind.DTYPE and ref and cand and ref.get("t") == cand.get("t") == "tensor":
+        return f"dtype: {ref['dtype']} returned as {cand['dtype']}"
+    if kind in (Kind.VALUE, Kind.GRAD, Kind.STATE) and mismatch.aspect == "value" \
+            and ref and cand:
+        return precision_cause(ref, cand)
+    return ""
+
+
+def region_finding(program: Program, cand: Observations, spec: str) -> Finding | None:
+    """The candidate's ``alignbot_program`` failed to build or run the program's forward as
+    one region while its calls, run one by one, did not raise: a finding of its own (the
+    compiler's), named after the hook, with what it raised. None when the region ran."""
+    note = cand.get(PROGRAM_KEY) or {}
+    error = note.get("error")
+    if not isinstance(error, dict):
+        return None
+    calls = list(dict.fromkeys(target_of(n) for n in program["nodes"]
+                               if n["op"] not in ("input", "module")))
+    named = ", ".join(calls[:6]) + (f" and {len(calls) - 6} more" if len(calls) > 6 else "")
+    message = (f"alignbot_program raised {error.get('type')}: {error.get('message')} on the "
+               f"region of {named}; called one by one, the same calls ran (their results "
+               "are compared as usual)")
+    return Finding(Kind.REGION_ERROR, REGION_OP, spec, message, program, PROGRAM_KEY, "",
+                   signature=error_signature(error), cause=f"region: {error_cause(error)}")
 
 
 _BACKWARD_NAME = re.compile(r"\b_*([A-Za-z][A-Za-z0-9]*?)Backward\d*\b"
@@ -375,7 +489,8 @@ def _blame_backward(program: Program, bad: dict[str, Mismatch],
     charged to the last in-place call that wrote into a value computed from it: each call
     agrees alone, and writing in place, through a view or not, is what the candidate's
     autograd gets wrong."""
-    node, key = _first_wrong(program, bad, ref_calls or {}, cand_calls or {}, rtol, atol)
+    node, key = _first_wrong(program, bad, ref_calls or {}, cand_calls or {}, rtol, atol,
+                             agreed_alone or ())
     if agreed_alone is None or (node["id"] not in agreed_alone
                                 and node["op"] not in _NOT_CALLS):
         return Blame(node, key)
@@ -387,24 +502,37 @@ def _blame_backward(program: Program, bad: dict[str, Mismatch],
 
 def _first_wrong(program: Program, bad: dict[str, Mismatch],
                  ref_calls: dict[str, dict[str, Any]], cand_calls: dict[str, dict[str, Any]],
-                 rtol: float | None, atol: float | None) -> tuple[Node, str]:
+                 rtol: float | None, atol: float | None, agreed: Collection[str] = ()
+                 ) -> tuple[Node, str]:
+    """The call and the gradient that shows it: a call whose hooked node received the right
+    gradient and sent a wrong one; without hook data, the last call that took a value whose
+    gradient is wrong. A hooked node that agrees is no proof that its call does: it is the
+    last node of the call's backward (``matmul`` of a vector ends in a ``squeeze``), so the
+    last such call that took a wrong value is the guess when no other call is placed
+    (``agreed``: calls that agreed alone, guessed no more). Every blamed call is judged
+    alone (checks/calls.py), which confirms or clears a guess."""
     bad_ids = {k[len("grad:"):] for k in bad}
+    guess: tuple[Node, str] | None = None
     for node in reversed(program["nodes"]):
         if node["op"] in ("input", "module"):
             continue
         arg_refs = node_refs(node)
         hits = sorted(i for i in bad_ids for r in arg_refs if i == r or i.startswith(r + ":"))
         mine, theirs = ref_calls.get(node["id"]), cand_calls.get(node["id"])
+        outputs = {i for i in bad_ids if node_of(i) == node["id"]}
         if mine is not None and theirs is not None and _comparable(mine, theirs):
             if (_grads_agree(mine["out"], theirs["out"], rtol, atol)
                     and not _grads_agree(mine["in"], theirs["in"], rtol, atol)):
                 return node, f"grad:{hits[0]}" if hits else next(iter(bad))
+            if hits and not outputs and guess is None and node["id"] not in agreed:
+                guess = node, f"grad:{hits[0]}"
             continue
-        outputs = {i for i in bad_ids if node_of(i) == node["id"]}
         if outputs:
             continue
         if hits:
             return node, f"grad:{hits[0]}"
+    if guess is not None:
+        return guess
     first = next(iter(bad))
     node = next(n for n in program["nodes"] if n["id"] == node_of(first[len("grad:"):]))
     return node, first

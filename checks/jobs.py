@@ -100,6 +100,7 @@ class Workers:
     def __init__(self, setup: Setup, count: int) -> None:
         self.setup, self.count = setup, count
         self.version = ""  # the candidate's
+        self.packages: dict[str, str] = {}  # what the candidate's prelude imported
         self.reference = ""  # torch's
         self._workers: list[_Worker] = []
 
@@ -122,7 +123,7 @@ class Workers:
                     kind, _, payload = self._receive(worker, "starting")
                 if kind == "failed":
                     raise payload
-                self.version, self.reference = payload
+                self.version, self.reference, self.packages = payload
         except BaseException:
             self.stop(force=True)
             raise
@@ -216,7 +217,7 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
     the programs judged of those cut short."""
     setup = workers.setup
     result = CheckResult(reference=workers.reference, candidate=setup.config.name,
-                         seed=setup.seed)
+                         seed=setup.seed, packages=dict(workers.packages))
     seen: set[str] = set()
     done: dict[int, SpecRun] = {}
     partial: dict[int, SpecRun] = {}  # specs that Ctrl-C cut short
@@ -311,7 +312,7 @@ def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
             except CandidateStartError as exc:
                 results.send(("failed", -1, exc))
                 return
-            results.send(("ready", -1, (version, str(torch.__version__))))
+            results.send(("ready", -1, (version, str(torch.__version__), candidate.packages)))
             for kind, index, payload in _tasks(tasks):
                 try:
                     if kind == "spec":

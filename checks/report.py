@@ -4,17 +4,20 @@ writes is rendered with."""
 
 from __future__ import annotations
 
+import ast
 import functools
 import importlib.util
 import json
 import math
 import os
+import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
 
 import jinja2
 
-from . import markdown
+from . import causes, markdown
 from .engine import CheckResult
 from .report_types import Report
 
@@ -85,19 +88,64 @@ def _finite(value: Any) -> Any:
 
 
 def to_json(result: CheckResult, candidate_description: str) -> Report:
+    findings = [_finite(f.to_json()) for f in result.findings]
     return {
         "report_version": REPORT_VERSION,
         "reference": result.reference,
         "candidate": candidate_description,
+        "candidate_packages": dict(sorted(result.packages.items())),
         "seed": result.seed,
         "specs_run": len(result.specs_run),
         "specs": result.specs_run,
         "programs_run": result.programs_run,
         "complete": result.complete,
-        "findings": [_finite(f.to_json()) for f in result.findings],
+        "findings": findings,
+        "causes": causes.group(findings),
         "exploration": [{"spec": e.spec, "seen": e.seen, "drawn": e.drawn, "missed": e.missed}
                         for e in result.exploration],
     }
+
+
+def candidate_line(candidate: str, packages: Mapping[str, str] | None = None) -> str:
+    """The line of a candidate that says what it is: a preset's name, else the first
+    statement of the prelude that names a package it imported other than torch (``import
+    torchax``, ``torchax.enable_globally()``), else its first statement that is neither a
+    docstring nor ``import torch``; at most 120 characters."""
+    lines = _statements(candidate)
+    others = [name for name in packages or {} if name != "torch"]
+    chosen = next((line for line in lines
+                   if any(re.search(rf"\b{re.escape(n)}\b", line) for n in others)), None)
+    if chosen is None:
+        chosen = next((line for line in lines if not _TORCH_ONLY.fullmatch(line)),
+                      lines[0] if lines else candidate.strip())
+    chosen = " ".join(chosen.split())
+    return chosen if len(chosen) <= 120 else chosen[:119] + "\u2026"
+
+
+_TORCH_ONLY = re.compile(r"import torch(?: as torch)?|from torch import .*")
+
+
+def _statements(source: str) -> list[str]:
+    """The first line of each top-level statement, docstrings left out; for text that is
+    not Python (a preset's name), its lines."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return [line.strip() for line in source.splitlines() if line.strip()]
+    lines = source.splitlines()
+    found = []
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) \
+                and isinstance(node.value.value, str):
+            continue
+        found.append(lines[node.lineno - 1].strip())
+    return found
+
+
+def packages_line(packages: Mapping[str, str]) -> str:
+    """``torchax 0.0.13, torch 2.13.0``: what the candidate's prelude imported, torch last."""
+    names = sorted(packages, key=lambda name: (name == "torch", name))
+    return ", ".join(f"{name} {packages[name]}" for name in names)
 
 
 def dumps(report: Report) -> str:
@@ -121,5 +169,10 @@ def render_markdown(report: Report) -> str:
     totals = {"specs": len(explored), "seen": sum(e["seen"] for e in explored),
               "drawn": sum(e["drawn"] for e in explored),
               "short": [e for e in explored if e["drawn"] < e["seen"]]}
-    return environment().get_template("report.md.j2").render(report=report, by_kind=by_kind,
-                                                             explored=totals)
+    packages = report.get("candidate_packages") or {}
+    grouped = causes.group(report["findings"])
+    by_print = {f["fingerprint"]: f for f in report["findings"]}
+    return environment().get_template("report.md.j2").render(
+        report=report, by_kind=by_kind, explored=totals, causes=grouped, by_print=by_print,
+        candidate=candidate_line(report["candidate"], packages),
+        packages=packages_line(packages))

@@ -107,6 +107,7 @@ class FindingEntry(FindingExtra):
     program: dict[str, Any]
     signature: str  # what failed, without values (checks/findings.py)
     examples: list[str]  # distinct messages of merged draws
+    cause: str  # the candidate-side failure it shares with others, "" if none (causes.py)
 
 
 class SpecExploration(TypedDict):
@@ -119,15 +120,44 @@ class SpecExploration(TypedDict):
     missed: list[str]
 
 
+# How the members of a cause fail alike (checks/causes.py); ``finding``: a finding alone.
+CauseForm: TypeAlias = Literal["raised", "region", "precision", "dtype", "detached", "finding"]
+
+
+class CauseMember(TypedDict):
+    """A finding of a cause, as a line of its table."""
+    fingerprint: str
+    kind: Kind
+    op: str
+    dtype: str  # what the call was fed (or the dtype of what differed), comma-separated
+    count: int  # draws
+
+
+class Cause(TypedDict):
+    """Findings whose candidate-side failure is one (``checks.causes.group``): one missing
+    kernel, one precision loss; a finding that shares its failure with none is a cause of
+    its own (``form`` ``finding``, its ``id`` the finding's fingerprint)."""
+    id: str  # stable across runs: a digest of the signature
+    form: CauseForm
+    signature: str  # the failure they share ("" for a finding alone)
+    summary: str  # the failure in words
+    count: int  # draws, over every member
+    members: list[CauseMember]
+
+
 class Report(TypedDict):
     """The whole report (``checks.report.to_json``)."""
     report_version: int
     reference: str
     candidate: str
+    # the top-level packages the candidate's prelude imported, with their versions, read in
+    # its worker (checks/runtime/worker.py)
+    candidate_packages: dict[str, str]
     seed: int
     specs_run: int
     specs: list[str]
     programs_run: int
     complete: bool  # False: the run was interrupted, findings so far
     findings: list[FindingEntry]
+    causes: list[Cause]  # the findings grouped by root cause, most members first
     exploration: list[SpecExploration]  # the specs run to the end, in order

@@ -33,6 +33,7 @@ from .oracle import reference_observations
 from .program import BackwardPlan, Program, call_args, call_kwargs
 from .report import environment
 from .runtime.literals import ref_of, refs
+from .runtime.replay import NOT_COMPUTING_CALLS, NOT_COMPUTING_METHODS, NOT_COMPUTING_PREFIXES
 from .runtime.values import FLOAT_DTYPES
 from .signatures import node_of
 
@@ -112,6 +113,13 @@ def _returns(program: Program, finding: Finding, names: dict[str, str],
     if "!self" in key:
         node = nodes[node_of(key)]
         target = names[ref_of(call_args(node)[1 if node["op"] == "invoke" else 0])]
+        return [f"return {{{target + ' after the call'!r}: {target}}}"], STATE_KIND
+    if "!" in key and "!state." not in key:  # an argument the call wrote into (``!arg1``)
+        node, where = nodes[node_of(key)], key.split("!", 1)[1]
+        position = where[3:]
+        value = call_args(node)[int(position)] if where.startswith("arg") and \
+            position.isdigit() else call_kwargs(node)[where]
+        target = names[ref_of(value)]
         return [f"return {{{target + ' after the call'!r}: {target}}}"], STATE_KIND
     if "!state." in key:
         module = names[ref_of(call_args(nodes[node_of(key)])[0])]
@@ -206,7 +214,8 @@ def fold(line: str, limit: int) -> list[str]:
     return [pieces[0]] + ["    " + piece for piece in pieces[1:]]
 
 
-HOOKS = ("alignbot_overrides", "alignbot_wrap", "alignbot_device", "alignbot_program")
+HOOKS = ("alignbot_overrides", "alignbot_wrap", "alignbot_device", "alignbot_program",
+         "alignbot_wrap_also")
 
 
 def _in_prelude(prelude: str, name: str) -> bool:
@@ -268,7 +277,8 @@ def render(program: Program, finding: Finding, config: CandidateConfig, rtol: fl
                 setup.append(f"imported = importlib.import_module({module!r})")
                 line = f"overrides[{api!r}] = imported.{attr}"
             setup.append(line)
-    hook_args = (", hooks(overrides, " + ("alignbot_wrap" if wrap else "None") + ")"
+    also = ", alignbot_wrap_also" if _in_prelude(prelude, "alignbot_wrap_also") else ""
+    hook_args = (", hooks(overrides, " + ("alignbot_wrap" if wrap else "None") + also + ")"
                  if hooked else "") + (", alignbot_device" if device else "")
     reference_args = (", hooks({}, None)" if hooked else "") + (', "cpu"' if device else "")
     prelude_lines = _prelude_lines(prelude)
@@ -281,7 +291,10 @@ def render(program: Program, finding: Finding, config: CandidateConfig, rtol: fl
         reference_args=reference_args, overrides=bool(config.overrides),
         program=_in_prelude(prelude, "alignbot_program"),
         uses_numpy=any("np." in line for line in lines),
-        long_prelude=any(len(line) > LINE_LIMIT for line in prelude_lines))
+        long_prelude=any(len(line) > LINE_LIMIT for line in prelude_lines),
+        not_computing_prefixes=list(NOT_COMPUTING_PREFIXES),
+        not_computing_calls=sorted(NOT_COMPUTING_CALLS),
+        not_computing_methods=sorted(NOT_COMPUTING_METHODS))
     return script
 
 

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import TypeVar, cast
 
+from . import causes
 from .engine import input_elements
 from .findings import MAX_EXAMPLES
 from .program import Program
@@ -25,7 +26,7 @@ T = TypeVar("T")
 SHARD = re.compile(r"([0-9]{1,4})/([0-9]{1,4})")
 # Every key a report has, so that merging never drops one it does not know.
 REPORT_KEYS = frozenset(Report.__annotations__)
-SAME = ("report_version", "reference", "candidate", "seed")
+SAME = ("report_version", "reference", "candidate", "candidate_packages", "seed")
 
 
 class ShardError(ValueError):
@@ -77,16 +78,19 @@ def merge(reports: Sequence[Report]) -> Report:
     except (KeyError, TypeError) as exc:
         raise ShardError(f"a finding is not one alignbot wrote ({type(exc).__name__}: "
                          f"{exc})") from exc
+    findings = sorted(merged.values(), key=_report_order)
     return {
         "report_version": first["report_version"],
         "reference": first["reference"],
         "candidate": first["candidate"],
+        "candidate_packages": dict(first.get("candidate_packages") or {}),
         "seed": first["seed"],
         "specs_run": len(specs),
         "specs": sorted(specs),
         "programs_run": sum(report["programs_run"] for report in reports),
         "complete": all(report["complete"] for report in reports),
-        "findings": sorted(merged.values(), key=_report_order),
+        "findings": findings,
+        "causes": causes.group(findings),
         "exploration": sorted((spec for report in reports for spec in report["exploration"]),
                               key=lambda spec: spec["spec"]),
     }

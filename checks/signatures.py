@@ -6,6 +6,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import numpy as np
+
+from .compare import TOLERANCES, compare_tensors
 from .program import Node, Program, call_args, call_kwargs
 from .runtime.literals import refs
 from .runtime.replay import AUTOGRAD_KEY
@@ -38,6 +41,52 @@ def mask(message: str) -> str:
 def error_signature(obs: dict[str, Any]) -> str:
     """``RuntimeError: Expected weight to be of shape [#] but got [#]``."""
     return f"{obs.get('type') or 'error'}: {mask(str(obs.get('message') or ''))}"
+
+
+# what an error message names that says which failure it is: an operator
+# (``aten::convolution_backward``, ``aten.mm.default``) or a name in quotes
+_OPERATOR = re.compile(r"\b(?:aten|prims|quantized|torch\.ops\.\w+)(?:::|\.)[A-Za-z_][\w.]*")
+_NAME = re.compile(r"^[A-Za-z_][\w.:]{0,79}$")
+_KEPT = "\x00{}\x00"
+_KEPT_BACK = re.compile(r"\x00(\d+)\x00")
+
+
+def cause_mask(message: str) -> str:
+    """:func:`mask`, keeping what tells one failure from another: operator names and the
+    names in quotes (``No lowering for 'aten.convolution_backward'`` stays whole), so that
+    one missing operator is one cause and two are two."""
+    kept: list[str] = []
+
+    def keep(text: str) -> str:
+        kept.append(text)
+        return _KEPT.format(len(kept) - 1)
+
+    text = " ".join(str(message).replace("\x00", "").split())
+    text = _QUOTED.sub(lambda m: keep(m.group()) if _NAME.match(m.group()[1:-1]) else
+                       m.group(), text)
+    text = _mask_around(_OPERATOR.sub(lambda m: keep(m.group()), text))
+    return _KEPT_BACK.sub(lambda m: kept[int(m.group(1))], text)[:MAX_SIGNATURE_CHARS]
+
+
+def _mask_around(text: str) -> str:
+    """:func:`mask` of the text between the kept pieces (their placeholders stay)."""
+    parts = re.split(r"(\x00\d+\x00)", text)
+    return "".join(part if _KEPT_BACK.fullmatch(part) else _mask_part(part) for part in parts)
+
+
+def _mask_part(text: str) -> str:
+    edge = (text[:1] == " ", text[-1:] == " ")
+    inner = mask(text)
+    return (" " if edge[0] and inner else "") + inner + (" " if edge[1] and inner else "")
+
+
+def error_cause(obs: dict[str, Any]) -> str:
+    """What a candidate's exception says of its cause: ``NotImplementedError: No lowering
+    for aten.convolution_backward (in lowerings.py:lookup)``: its type, its message masked
+    but for operator and quoted names, and where it was raised when known."""
+    where = str(obs.get("where") or "")
+    suffix = f" (in {where})" if where else ""
+    return f"{obs.get('type') or 'error'}: {cause_mask(str(obs.get('message') or ''))}{suffix}"
 
 
 def _call_keywords(program: Program, node: Node) -> list[str]:
@@ -112,6 +161,8 @@ def describe_key(key: str) -> str:
         return f"the tensor mutated by {node_of(key)}"
     if "!state." in key:
         return f"module buffer {key.split('!state.', 1)[1]} after {node_of(key)}"
+    if "!" in key:
+        return f"the tensor {node_of(key)} wrote into ({key.split('!', 1)[1]})"
     if key == "backward":
         return "the backward pass"
     return f"result {key}"
@@ -127,3 +178,45 @@ def is_forward(key: str) -> bool:
     """An observation of the forward run: a call's result, a mutated argument or buffer (not
     a final state, a gradient, the backward's error or the per-call hook data)."""
     return not key.startswith(("grad:", "final:")) and key not in ("backward", AUTOGRAD_KEY)
+
+
+# dtype -> the narrower ones a candidate may compute it in, most precise first
+NARROWER = {"float64": ("float32", "float16", "bfloat16"), "float32": ("float16", "bfloat16"),
+            "complex128": ("complex64", "complex32"), "complex64": ("complex32",)}
+_PARTS = {"complex64": "float32", "complex32": "float16"}
+
+
+def holds(data: np.ndarray, dtype: str) -> bool:
+    """Every value of ``data`` is one ``dtype`` has (NaN and infinities included)."""
+    if data.dtype.kind == "c":
+        part = _PARTS.get(dtype)
+        return part is not None and holds(data.real, part) and holds(data.imag, part)
+    if dtype not in ("float32", "float16", "bfloat16"):
+        return False
+    wide = np.asarray(data, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        narrow = wide.astype(np.float16 if dtype == "float16" else np.float32)
+        same = (narrow.astype(np.float64) == wide) | (np.isnan(wide) & np.isnan(narrow))
+    if dtype == "bfloat16":
+        same &= (narrow.astype(np.float32).view(np.uint32) & 0xFFFF) == 0
+    return bool(same.all())
+
+
+def precision_cause(ref: dict[str, Any], cand: dict[str, Any]) -> str:
+    """``precision: float64 at float32`` when the candidate's values differ from the
+    reference's as a narrower dtype's would: each is one the narrower dtype holds (the
+    reference's are not) and they agree within its tolerance; a float64 or complex128
+    result also when it agrees within float32's (complex64's). The one precision loss
+    then shows as one cause across every op it touches. "" otherwise."""
+    if ref.get("t") != "tensor" or cand.get("t") != "tensor" \
+            or ref.get("dtype") != cand.get("dtype") or not cand["data"].size:
+        return ""
+    dtype = str(ref["dtype"])
+    for narrower in NARROWER.get(dtype, ()):
+        rtol, atol = TOLERANCES[narrower]
+        if compare_tensors(ref, cand, rtol, atol) is not None:
+            continue
+        if (holds(cand["data"], narrower) and not holds(ref["data"], narrower)) \
+                or narrower in ("float32", "complex64"):
+            return f"precision: {dtype} at {narrower}"
+    return ""

@@ -23,6 +23,7 @@ from .runtime.literals import is_ref, ref_of
 from .runtime.replay import (
     BackwardTracker,
     Hooks,
+    argument_snapshots,
     backward_error,
     bind_result,
     materialized,
@@ -31,6 +32,7 @@ from .runtime.replay import (
     observe_result,
     run_backward,
     run_node,
+    written_arguments,
 )
 from .runtime.values import encode_array, is_tensor, observe_error, to_numpy
 
@@ -98,6 +100,7 @@ class Tracer:
         if op == "invoke" and _lazy(self.values[ref_of(enc_args[0])]):
             node["state"] = {}  # filled in below: what its first call made
         self.nodes.append(node)
+        before = argument_snapshots(self.torch, node, self.values)
         try:
             result = run_node(self.torch, node, self.values, self.hooks)
         except Exception as exc:
@@ -105,6 +108,9 @@ class Tracer:
             self.observations[node["id"]] = observe_error(exc)
             self.raised = exc
             raise
+        writes = written_arguments(self.torch, node, self.values, before)
+        if writes:  # both sides observe these after the call: a write left out shows there
+            node["writes"] = writes
         if op == "module" or "state" in node:
             module = result if op == "module" else self.values[ref_of(enc_args[0])]
             node["state"] = {k: encode_array(to_numpy(self.torch, t)[1])

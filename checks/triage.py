@@ -247,7 +247,8 @@ def triage(program: Program, finding: Finding, ref: Observations, cand: Observat
     sides = votes(oracles, key, ref_obs, cand_obs, rtol, atol)
     corroborating = {name: side for name, side in sides.items() if name not in INDEPENDENT}
     evidence: Evidence = {"oracles": sides, "decided_by": []}
-    if finding.kind in (Kind.MISSING_API, Kind.CANDIDATE_CRASH, Kind.CANDIDATE_TIMEOUT):
+    if finding.kind in (Kind.MISSING_API, Kind.CANDIDATE_CRASH, Kind.CANDIDATE_TIMEOUT,
+                        Kind.REGION_ERROR):
         return Triage(Verdict.CANDIDATE_BUG, f"the candidate {_what(finding.kind)}", evidence)
     if finding.kind in (Kind.REFERENCE_ERROR, Kind.CANDIDATE_ERROR):
         return _exceptions(program, finding, oracles, evidence)
@@ -298,7 +299,9 @@ def _value_truth(oracles: dict[str, Observations], key: str, sides: dict[str, Si
 
 def _what(kind: Kind) -> str:
     return {Kind.MISSING_API: "lacks the API", Kind.CANDIDATE_CRASH: "crashed",
-            Kind.CANDIDATE_TIMEOUT: "hung"}[kind]
+            Kind.CANDIDATE_TIMEOUT: "hung",
+            Kind.REGION_ERROR: "failed to run the program as one region (alignbot_program)"
+            }[kind]
 
 
 def _is_tensor(obs: dict[str, Any] | None) -> bool:

@@ -181,3 +181,74 @@ def test_crash_message_is_the_same_on_every_run(make_candidate: Any) -> None:
     assert candidate.starts == 2
     assert details[0] == details[1]
     assert details[0] == "the worker was killed by SIGABRT; stderr: thread 0x… aborts"
+
+
+def _package(root: Any, name: str, init: str = "", dist_version: str | None = None) -> None:
+    (root / name).mkdir()
+    (root / name / "__init__.py").write_text(init)
+    if dist_version is not None:  # installed, without a __version__ of its own
+        dist = root / f"{name}-{dist_version}.dist-info"
+        dist.mkdir()
+        (dist / "METADATA").write_text(
+            f"Metadata-Version: 2.1\nName: {name}\nVersion: {dist_version}\n")
+        (dist / "top_level.txt").write_text(f"{name}\n")
+
+
+def test_the_packages_the_prelude_imports_are_recorded_with_their_versions(
+        make_candidate: Any, tmp_path: Any) -> None:
+    """Read in the worker, from the modules the prelude imported (``__version__``, else the
+    installed distribution); the standard library and what looks like no version are left
+    out: the prelude is the candidate's code."""
+    import torch
+
+    _package(tmp_path, "fastops", "__version__ = '1.2.3'\n")
+    _package(tmp_path, "plainops", dist_version="0.4.post1")
+    _package(tmp_path, "evilops", "__version__ = '1.0 <img src=x onerror=alert(1)>'\n")
+    _package(tmp_path, "oddops", "class V(str):\n    def strip(self):\n        return '@all'\n"
+             "__version__ = V('2.0')\n")
+    prelude = ("import json, os.path\nimport torch\nimport fastops\nfrom plainops import *\n"
+               "import evilops\nimport oddops\n")
+    candidate = make_candidate(prelude, sys_path=(str(tmp_path),))
+    assert candidate.packages == {"torch": str(torch.__version__), "fastops": "1.2.3",
+                                  "plainops": "0.4.post1", "oddops": "2.0"}
+
+
+def test_what_the_worker_says_it_imported_is_bounded_and_checked() -> None:
+    from checks.candidate import MAX_PACKAGES, packages
+
+    assert packages("torchax 0.0.13") == {}
+    assert packages([["torchax", "0.0.13"], ["a b", "1"], ["x", "1\n2"], ["y", 3],
+                     ["torchax", "9"], ["z" * 65, "1"]]) == {"torchax": "0.0.13"}
+    many = packages([[f"p{i}", "1.0"] for i in range(100)])
+    assert len(many) == MAX_PACKAGES
+
+
+def test_the_report_shows_the_candidates_line_and_packages(make_candidate: Any,
+                                                          tmp_path: Any) -> None:
+    from checks.engine import check
+    from checks.report import render_markdown, to_json
+    from checks.spec import Spec
+
+    _package(tmp_path, "fastops", "__version__ = '1.2.3'\n")
+    prelude = '"""Fast ops."""\nimport torch\nimport fastops\nfastops.enable = True\n'
+    candidate = make_candidate(prelude, sys_path=(str(tmp_path),))
+    result = check([Spec(name="t.relu", fn=lambda torch: torch.relu(torch.ones(2)), n=1)],
+                   candidate)
+    report = to_json(result, prelude)
+    assert report["candidate"] == prelude  # what was checked, whole
+    assert list(report["candidate_packages"]) == ["fastops", "torch"]
+    text = render_markdown(report)
+    assert "Candidate `import fastops` (fastops 1.2.3, torch " in text
+
+
+@pytest.mark.parametrize(("also", "works"), [
+    ("'torch.optim.*'", True), ("['torch.optim.SGD', 'torch.Tensor.backward']", True),
+    ("lambda name: name.startswith('torch.optim.')", True), ("5", False), ("[1, 2]", False)])
+def test_alignbot_wrap_also_is_a_predicate_or_names(make_candidate: Any, also: str,
+                                                    works: bool) -> None:
+    prelude = f"import torch\nalignbot_wrap = lambda name, fn: fn\nalignbot_wrap_also = {also}\n"
+    if works:
+        assert make_candidate(prelude).run(PROGRAM).observations is not None
+        return
+    with pytest.raises(CandidateStartError, match="alignbot_wrap_also must be a function"):
+        make_candidate(prelude)

@@ -39,7 +39,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 # Keys the engine always writes that the App takes as optional: job results stored by earlier
 # versions lack them, and a stored result is validated again when a command reads it.
 OLDER_REPORTS = {"EngineReport.complete", "EngineFinding.signature", "EngineFinding.examples",
-                 "Evidence.oracles", "EngineReport.exploration"}
+                 "Evidence.oracles", "EngineReport.exploration", "EngineFinding.cause",
+                 "EngineReport.causes", "EngineReport.candidate_packages"}
 
 
 # --------------------------------------------------------------------------- one contract
@@ -244,6 +245,14 @@ def test_the_engines_own_reports_are_valid() -> None:
     ({"findings": [finding()] * (MAX_FINDINGS + 1)}, "findings"),
     ({"findings": [finding(evidence={"oracles": {"x": "@octocat"}})]},
      "findings.0.evidence.oracles.x"),
+    ({"candidate_packages": {"torchax": "0.0.13 <img src=x>"}}, "candidate_packages.torchax"),
+    ({"candidate_packages": {"@octocat": "1.0"}}, "candidate_packages.@octocat"),
+    ({"candidate_packages": {f"p{i}": "1" for i in range(17)}}, "candidate_packages"),
+    ({"causes": [{"id": "x", "form": "raised", "signature": "s", "summary": "s", "count": 1,
+                  "members": []}]}, "causes.0.id"),
+    ({"causes": [{"id": "0123456789ab", "form": "@octocat", "signature": "s", "summary": "s",
+                  "count": 1, "members": []}]}, "causes.0.form"),
+    ({"findings": [finding(cause=["raised: x"])]}, "findings.0.cause"),
 ])
 def test_what_the_engine_never_writes_is_refused(change: dict[str, Any], where: str) -> None:
     where_found = problem(report(**change)).split(": ")[0]

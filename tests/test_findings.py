@@ -1,14 +1,18 @@
 """Judging: a backward that raises names the call whose backward raised; wrong gradients are
-blamed on the call that sent them; a finding's identity is its kind, op and failure."""
+blamed on the call that sent them; a finding's identity is its kind, op and failure; and
+whatever form a bug takes (a result without a backward node, a gradient that never arrives,
+state left unwritten, a wrong gradient inside a call), the finding names its call."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
 
-from checks import random_tensor
-from checks.engine import draw_programs
+from checks import CandidateConfig, CandidateProcess, random_tensor
+from checks.engine import CheckResult, check, draw_programs
 from checks.findings import (
     BACKWARD_OP,
     Finding,
@@ -19,7 +23,9 @@ from checks.findings import (
 )
 from checks.runtime.replay import AUTOGRAD_KEY, BackwardTracker, Hooks, replay
 from checks.runtime.replay import seed as seed_reference
-from checks.spec import Spec
+from checks.spec import Spec, load_file
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 
 class _Raising(torch.autograd.Function):
@@ -279,3 +285,68 @@ def test_upstream_follows_references_and_in_place_writes() -> None:
     # v4 reads v1 after v3 wrote into it: v3, and what v3 read, are upstream of v4
     assert above["v4"] == {"v1", "v3", "v2", "v0"}
     assert above["v5"] == {"v4", "v1", "v3", "v2", "v0"}
+
+
+# -- each form of a bug, named at its call (tests/fixtures/bug_forms_prelude.py) -------------
+
+
+@pytest.fixture(scope="module")
+def forms_run() -> CheckResult:
+    prelude = (FIXTURES / "bug_forms_prelude.py").read_text()
+    with CandidateProcess(CandidateConfig("forms", prelude)) as candidate:
+        return check(load_file(FIXTURES / "bug_forms_specs.py"), candidate, seed=0)
+
+
+def _found(run: CheckResult, spec: str) -> list[Finding]:
+    return [f for f in run.findings if f.spec.rsplit(".", 1)[-1] == spec]
+
+
+@pytest.mark.parametrize(("spec", "op", "node_class"), [
+    ("floor_in_a_chain", "torch.floor", "FloorBackward0"),
+    ("getitem_in_a_chain", "torch.Tensor.__getitem__", "SliceBackward0"),
+    ("linear_then_relu", "torch.nn.Linear", "AddmmBackward0"),
+])
+def test_a_result_that_lost_its_backward_node_is_named_at_its_call(
+        forms_run: CheckResult, spec: str, op: str, node_class: str) -> None:
+    """Not at ``torch.autograd.grad``, and not merged with the other ops that do the same:
+    the first call whose result has no grad_fn where the reference's has one."""
+    (finding,) = _found(forms_run, spec)
+    assert (finding.kind, finding.op, finding.signature) == (
+        Kind.CANDIDATE_ERROR, op, "out detached")
+    assert finding.key == "backward" and finding.node
+    assert "has no grad_fn" in finding.message and node_class in finding.message
+
+
+def test_a_gradient_that_never_arrives_is_named_at_the_call_that_dropped_it(
+        forms_run: CheckResult) -> None:
+    (finding,) = _found(forms_run, "mul_of_two_leaves")
+    assert (finding.kind, finding.op, finding.signature) == (
+        Kind.GRAD, "torch.mul", "None on the candidate for a leaf")
+    assert "the chain breaks at torch.mul" in finding.message
+
+
+def test_state_a_call_does_not_write_is_named_at_that_call(forms_run: CheckResult) -> None:
+    """F.batch_norm leaves its running statistics as they were: the finding is the state it
+    should have written, at batch_norm, not the multiplication that read it afterwards."""
+    findings = _found(forms_run, "batch_norm_statistics")
+    assert {(f.kind, f.op) for f in findings} == {
+        (Kind.STATE, "torch.nn.functional.batch_norm")}
+    (finding,) = findings
+    assert finding.key.endswith("!arg1") and finding.signature.startswith("arg1 float32")
+    assert "wrote into (arg1)" in finding.message
+
+
+@pytest.mark.parametrize(("spec", "op"), [("matmul_of_a_vector", "torch.matmul"),
+                                          ("max_pool1d_alone", "torch.nn.functional.max_pool1d")])
+def test_a_wrong_gradient_inside_a_call_whose_last_node_agrees_is_named_at_the_call(
+        forms_run: CheckResult, spec: str, op: str) -> None:
+    """Both end in a right ``squeeze``, as PyTorch's own do: the hooks of that last node
+    agree, so the call is judged alone, where its gradient is wrong."""
+    (finding,) = _found(forms_run, spec)
+    assert (finding.kind, finding.op) == (Kind.GRAD, op)
+    assert finding.key == "grad:v0" and finding.extra.get("judged_alone") is True
+
+
+def test_every_form_is_one_finding_per_op_and_nothing_else(forms_run: CheckResult) -> None:
+    assert BACKWARD_OP not in {f.op for f in forms_run.findings}
+    assert len(forms_run.findings) == len({f.op for f in forms_run.findings}) == 7

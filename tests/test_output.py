@@ -284,7 +284,9 @@ def hostile_context() -> CheckContext:
                                 "node": f"v1 {HOSTILE}"}]),
         finding(1, kind="candidate-error", verdict="undetermined", op="torch.add",
                 message=f"the candidate raised ValueError: {HOSTILE}",
-                verdict_reason=f"RuntimeError: {HOSTILE}", repro=HOSTILE_REPRO),
+                verdict_reason=f"RuntimeError: {HOSTILE}", repro=HOSTILE_REPRO,
+                cause=f"raised: ValueError: {HOSTILE}",
+                program={"nodes": [{"id": "v0", "op": "input", "dtype": HOSTILE}]}),
     ]
     return CheckContext(HEAD, f"import fastops {HOSTILE}", report=report(
         findings, reference=f"2.5.1 {HOSTILE}"), specs=[f"ops.{HOSTILE}"], seconds=3.0)
@@ -312,6 +314,13 @@ def test_a_finding_downstream_of_another_says_so_in_the_comment_and_check_run() 
     for text in (comment_body(ctx), check_output(ctx).text):
         assert text.count(mark) == 1
         assert text.index(mark) > text.index("at `torch.nn.functional.nll_loss`")
+
+
+def test_the_check_run_and_comment_show_the_candidates_packages() -> None:
+    ctx = CheckContext(HEAD, "import torchax", report=report(
+        [finding(0)], candidate_packages={"torch": "2.13.0", "torchax": "0.0.13"}))
+    assert "| packages | torchax 0.0.13, torch 2.13.0 |" in check_output(ctx).summary
+    assert "candidate torchax 0.0.13, torch 2.13.0: 1 finding in 1 cause." in comment_body(ctx)
 
 
 def test_comment_keeps_untrusted_text_inert() -> None:

@@ -102,3 +102,55 @@ def test_a_region_that_raises_runs_call_by_call_and_names_the_error() -> None:
     assert note["reason"] == "the region raised NotImplementedError: no kernel for this fusion"
     ref = reference_observations(program)
     assert all((obs[k]["data"] == v["data"]).all() for k, v in ref.items() if "data" in v)
+
+
+def test_a_compiler_that_compiles_nothing_is_a_finding_not_a_pass(tmp_path: Path) -> None:
+    """Each region raises and the calls, run one by one, agree: the compiler's failure is a
+    finding of its own, counted in the report, its Markdown and the check run, with a repro
+    that shows it; the exit status is 1."""
+    from bot.engine_report import parse_report
+    from bot.output import CheckContext, check_output
+
+    path, markdown = tmp_path / "report.json", tmp_path / "report.md"
+    code = main(["check", "--prelude", (FIXTURES / "never_compiles_prelude.py").read_text(),
+                 "--spec-file", str(FIXTURES / "fusion_specs.py"), "--jobs", "1",
+                 "--json", str(path), "--markdown", str(markdown), "--no-progress"])
+    assert code == 1
+    report = json.loads(path.read_text())
+    [finding] = report["findings"]
+    assert (finding["kind"], finding["op"]) == ("region-error", "alignbot_program")
+    assert finding["count"] == report["programs_run"] == 4
+    assert finding["signature"] == "BackendCompilerFailed: backend '#' failed: no lowering " \
+        "for aten.mul"
+    assert "torch.mul, torch.add" in finding["message"]
+    assert finding["verdict"] == "candidate-bug" and finding["repro_verified"], \
+        finding["repro_output"]
+    [cause] = report["causes"]
+    assert cause["form"] == "region" and "aten.mul" in cause["summary"]
+    assert "region-error at `alignbot_program`" in markdown.read_text()
+    output = check_output(CheckContext("a" * 40, "never", report=parse_report(report)))
+    assert output.title.startswith("1 finding in 1 cause") and output.conclusion == "failure"
+
+
+def test_a_region_that_fails_where_a_call_raises_too_is_that_calls_finding() -> None:
+    import torch
+
+    def spec(torch: Any) -> Any:
+        return torch.exp(torch.ones(3) * 2)
+
+    program = _first_program(Spec(name="exp", fn=spec, n=1))
+
+    def failing(forward: Any) -> Any:
+        def compiled(tensors: Any) -> Any:
+            raise RuntimeError("cannot compile")
+        return compiled
+
+    region_fails = replay_program(torch, program, Hooks(program=failing))
+    assert region_fails["program"]["error"]["type"] == "RuntimeError"
+    exp_raises = Hooks(program=failing, overrides={"torch.exp": _raise})
+    note = replay_program(torch, program, exp_raises)["program"]
+    assert note["mode"] == "eager" and "error" not in note
+
+
+def _raise(*args: Any, **kwargs: Any) -> Any:
+    raise RuntimeError("exp is broken")

@@ -83,7 +83,9 @@ CASES: dict[str, Any] = {
     "hostile-strings": forged_report([forged_finding(
         op=HOSTILE, spec=HOSTILE, message=HOSTILE, observation=HOSTILE, node=HOSTILE,
         verdict_reason=HOSTILE, repro=HOSTILE, repro_output=HOSTILE,
-        upstream_title=HOSTILE, upstream_draft=HOSTILE, upstream_url=HOSTILE)],
+        upstream_title=HOSTILE, upstream_draft=HOSTILE, upstream_url=HOSTILE,
+        cause=f"raised: {HOSTILE}",
+        program={"nodes": [{"id": "v0", "op": "input", "dtype": HOSTILE}]})],
         reference=HOSTILE, candidate=HOSTILE, specs=[HOSTILE]),
     # hostile text where the engine writes enums and numbers: refused
     "hostile-enums": forged_report([forged_finding(kind=HOSTILE, verdict=HOSTILE)],

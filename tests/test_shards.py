@@ -120,8 +120,9 @@ def test_a_bad_shard_is_one_line(text: str, capsys: pytest.CaptureFixture[str]) 
 
 def _report(**changes: Any) -> dict[str, Any]:
     report: dict[str, Any] = {"report_version": 1, "reference": "2.13.0", "candidate": "x",
-                              "seed": 0, "specs_run": 1, "specs": ["a"], "programs_run": 4,
-                              "complete": True, "findings": [], "exploration": []}
+                              "candidate_packages": {}, "seed": 0, "specs_run": 1,
+                              "specs": ["a"], "programs_run": 4, "complete": True,
+                              "findings": [], "causes": [], "exploration": []}
     report.update(changes)
     return {k: v for k, v in report.items() if v is not None}
 

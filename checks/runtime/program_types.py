@@ -141,6 +141,9 @@ class CallNode(TypedDict):
     kwargs: dict[str, EncodedLiteral]
     name: NotRequired[str]
     inplace: NotRequired[bool]
+    # the arguments (``arg2``, or a keyword) the reference's call wrote into, besides an
+    # in-place call's own tensor: observed after the call as ``v3!arg2``
+    writes: NotRequired[list[str]]
     raises: NotRequired[bool]
     state: NotRequired[dict[str, EncodedArray]]
 

@@ -31,6 +31,7 @@ need nothing here: a compiler splits its region itself (graph breaks).
 
 from __future__ import annotations
 
+import traceback
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -41,6 +42,7 @@ try:  # imported as part of the ``checks`` package in the engine
         Observations,
         backward_error,
         bind_result,
+        observe_raised,
         observe_result,
         replay,
         run_backward,
@@ -54,6 +56,7 @@ except ImportError:  # imported as a top-level module inside the worker
         Observations,
         backward_error,
         bind_result,
+        observe_raised,
         observe_result,
         replay,
         run_backward,
@@ -69,7 +72,13 @@ Forward = Callable[[dict[str, Any]], dict[str, Any]]
 
 
 class RegionFailed(Exception):
-    """The region raised: the program is replayed call by call instead."""
+    """The region raised: the program is replayed call by call instead. ``error`` is the
+    observed exception when the candidate's hook or the region it returned raised (None
+    when the probes alignbot adds are to blame)."""
+
+    def __init__(self, reason: str, error: dict[str, Any] | None = None) -> None:
+        super().__init__(reason)
+        self.error = error
 
 
 def eager_reason(program: Program) -> str | None:
@@ -82,6 +91,8 @@ def eager_reason(program: Program) -> str | None:
         return "a call is expected to raise"
     if any(n.get("inplace") for n in nodes):
         return "an in-place call"
+    if any(n.get("writes") for n in nodes):
+        return "a call that writes into its argument"
     computed = {n["id"] for n in calls}
     for node in nodes:
         if node["op"] == "module" and any(
@@ -94,8 +105,14 @@ def eager_reason(program: Program) -> str | None:
     return None
 
 
-def note(mode: str, reason: str = "") -> dict[str, dict[str, Any]]:
-    return {PROGRAM_KEY: {"t": "program", "mode": mode, "reason": reason}}
+def note(mode: str, reason: str = "", error: dict[str, Any] | None = None
+         ) -> dict[str, dict[str, Any]]:
+    """How the program ran; ``error``: what the region raised while the same calls ran call
+    by call without raising (the candidate's compiler failed, not an op)."""
+    entry: dict[str, Any] = {"t": "program", "mode": mode, "reason": reason}
+    if error is not None:
+        entry["error"] = error
+    return {PROGRAM_KEY: entry}
 
 
 def region_of(program: Program, fixed: dict[str, Any], probes: dict[str, Any],
@@ -155,13 +172,16 @@ def replay_program(torch: Any, program: Program, hooks: Hooks,
     if hooks.program is None:
         return replay(torch, program, hooks, progress)
     reason = eager_reason(program)
+    error = None
     if reason is None:
         try:
             return _replay_region(torch, program, hooks, progress)
         except RegionFailed as exc:
-            reason = str(exc)
+            reason, error = str(exc), exc.error
     observations = replay(torch, program, hooks, progress)
-    observations.update(note("eager", reason))
+    if error is not None and any(obs.get("t") == "error" for obs in observations.values()):
+        error = None  # a call raises call by call too: that call's finding says it
+    observations.update(note("eager", reason, error))
     return observations
 
 
@@ -219,7 +239,8 @@ def _none_as_eager(torch: Any, program: Program, hooks: Hooks,
              and obs.get("t") == "tensor" and not obs["data"].any()]
     if not zeros:
         return
-    eager = replay(torch, program, Hooks(hooks.overrides, hooks.wrap, hooks.device))
+    eager = replay(torch, program, Hooks(hooks.overrides, hooks.wrap, hooks.device,
+                                         wrap_also=hooks.wrap_also))
     for key in zeros:
         if eager.get(key) == {"t": "value", "value": None}:
             observations[key] = eager[key]
@@ -234,9 +255,26 @@ def _run_region(torch: Any, program: Program, hooks: Hooks, built: dict[str, Any
                         lambda node, vals: run_node(torch, node, vals, hooks),
                         lambda key, result, vals: bind_result(torch, key, result, vals))
     try:
-        return hooks.program(forward)({**tensors_of(torch, built), **probes})
+        computed = hooks.program(forward)({**tensors_of(torch, built), **probes})
+        if not isinstance(computed, dict):
+            raise TypeError(f"the function alignbot_program returned gave a "
+                            f"{type(computed).__name__}: it must return what forward returns")
+        missing = [n["id"] for n in _calls(program) if n["id"] not in computed]
+        if missing:
+            raise TypeError(f"the function alignbot_program returned gave no value for "
+                            f"{', '.join(missing[:5])}: it must return what forward returns")
     except Exception as exc:
-        raise RegionFailed(f"the region raised {_one_line(exc)}") from exc
+        error = None if probes else region_error(exc)
+        raise RegionFailed(f"the region raised {_one_line(exc)}", error) from exc
+    # what the region computed, never what it was given (a hook cannot replace an input)
+    return {k: v for k, v in computed.items() if k not in built and k not in probes}
+
+
+def region_error(exc: BaseException) -> dict[str, Any]:
+    """The observation of what a region raised, with the last frames of its traceback."""
+    obs = observe_raised(exc)
+    obs["traceback"] = traceback.format_exc(limit=-8)[-4000:]
+    return obs
 
 
 def _only(program: Program, part: str) -> Program:

@@ -17,16 +17,18 @@ node was running (``node``) and that node's class (``grad_fn``).
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import os
 import traceback
 import types
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 try:  # imported as part of the ``checks`` package in the engine
     from .literals import is_ref, ref_of
-    from .program_types import is_call
+    from .program_types import call_args, call_kwargs, is_call
     from .values import (
         COMPLEX_DTYPES,
         cast_input,
@@ -40,7 +42,7 @@ try:  # imported as part of the ``checks`` package in the engine
     )
 except ImportError:  # imported as a top-level module inside the worker
     from literals import is_ref, ref_of  # type: ignore[no-redef]
-    from program_types import is_call  # type: ignore[no-redef]
+    from program_types import call_args, call_kwargs, is_call  # type: ignore[no-redef]
     from values import (  # type: ignore[no-redef]
         COMPLEX_DTYPES,
         cast_input,
@@ -54,7 +56,11 @@ except ImportError:  # imported as a top-level module inside the worker
     )
 
 if TYPE_CHECKING:
-    from .program_types import EncodedArray, InputNode, Node, Program
+    from typing import TypeAlias
+
+    from .program_types import CallNode, EncodedArray, InputNode, Node, Program
+
+    WrapAlso: TypeAlias = Callable[[str], bool] | Collection[str]
 
 Observations = dict[str, dict[str, Any]]
 
@@ -63,9 +69,53 @@ class MissingApi(Exception):
     """The candidate has no attribute for a PyTorch API the program uses."""
 
 
+# Calls that are no tensor computation, though ``alignbot_wrap`` would see them: the autograd
+# machinery, random state, global settings, optimizers and the library's utilities.
+NOT_COMPUTING_PREFIXES = ("torch.optim.", "torch.autograd.", "torch.utils.", "torch.random.",
+                          "torch.backends.", "torch.cuda.", "torch.nn.utils.")
+NOT_COMPUTING_CALLS = frozenset({
+    "torch.manual_seed", "torch.seed", "torch.initial_seed", "torch.get_rng_state",
+    "torch.set_rng_state", "torch.set_default_dtype", "torch.get_default_dtype",
+    "torch.set_grad_enabled", "torch.is_grad_enabled", "torch.no_grad", "torch.enable_grad",
+    "torch.inference_mode", "torch.use_deterministic_algorithms"})
+# Tensor methods that drive autograd rather than compute a value.
+NOT_COMPUTING_METHODS = frozenset({"backward", "register_hook", "retain_grad",
+                                   "register_post_accumulate_grad_hook", "requires_grad_"})
+
+
+def computes(torch: Any, op: str, target: str, fn: Any, owner: Any = None) -> bool:
+    """Whether a call is a tensor computation, what ``alignbot_wrap`` wraps by default: a
+    module's forward, a function of the ``torch`` namespace that is no class (a module or an
+    optimizer being built) and not the autograd machinery, random state or settings, and a
+    method of a tensor (``owner``) other than those that drive autograd (``backward``). A
+    method of a module (``parameters()``, ``eval()``) or an optimizer (``step()``) is not."""
+    if op == "invoke":
+        return True
+    if op == "method":
+        name = target.rsplit(".", 1)[-1]
+        return is_tensor(torch, owner) and name not in NOT_COMPUTING_METHODS
+    if op != "call" or isinstance(fn, type):
+        return False
+    return target not in NOT_COMPUTING_CALLS and not target.startswith(NOT_COMPUTING_PREFIXES)
+
+
+def wraps_also(also: WrapAlso | None, target: str) -> bool:
+    """The prelude's ``alignbot_wrap_also``: a predicate on the target, or a collection of
+    targets and shell patterns (``torch.optim.*``) that ``alignbot_wrap`` wraps too."""
+    if also is None:
+        return False
+    if callable(also):
+        try:
+            return bool(also(target))
+        except Exception:
+            return False
+    return any(target == item or fnmatch.fnmatchcase(target, str(item)) for item in also)
+
+
 class Hooks:
-    """What a candidate's prelude may define: per-op overrides, a call wrapper, a device, and
-    a wrapper of a whole program's forward (``program``: see :mod:`checks.runtime.region`)."""
+    """What a candidate's prelude may define: per-op overrides, a call wrapper (``wrap``, for
+    the calls :func:`computes` accepts and those ``wrap_also`` adds), a device, and a wrapper
+    of a whole program's forward (``program``: see :mod:`checks.runtime.region`)."""
 
     def __init__(
         self,
@@ -73,15 +123,25 @@ class Hooks:
         wrap: Callable[[str, Callable[..., Any]], Callable[..., Any]] | None = None,
         device: str = "cpu",
         program: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
+        wrap_also: WrapAlso | None = None,
     ) -> None:
         self.overrides = overrides or {}
         self.wrap = wrap
         self.device = device
         self.program = program
+        self.wrap_also = wrap_also
 
-    def callable_for(self, target: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+    def callable_for(self, torch: Any, node: CallNode, fn: Callable[..., Any],
+                     owner: Any = None) -> Callable[..., Any]:
+        """The callable that runs ``node``: its override if any, then wrapped where it is a
+        tensor computation (or the prelude asked for it)."""
+        target = node["target"]
         fn = self.overrides.get(target, fn)
-        return self.wrap(target, fn) if self.wrap is not None else fn
+        if self.wrap is None:
+            return fn
+        if computes(torch, node["op"], target, fn, owner) or wraps_also(self.wrap_also, target):
+            return self.wrap(target, fn)
+        return fn
 
 
 AUTOGRAD_KEY = "autograd"
@@ -277,18 +337,25 @@ def _observe_tree(torch: Any, key: str, value: Any, out: Observations) -> None:
 
 def observe_result(torch: Any, node: Node, result: Any,
                    values: dict[str, Any]) -> Observations:
-    """Observations a node yields once it has run: its result and whatever it mutated."""
+    """Observations a node yields once it has run: its result (each tensor with whether it
+    requires a gradient, and its backward node's class) and whatever it mutated."""
     node_id = node["id"]
     out: Observations = {}
     _observe_tree(torch, node_id, result, out)
     if not is_call(node):
         return out
+    _note_graph(torch, node_id, result, out)
     if node.get("inplace"):
         # the mutated tensor: the first argument, or the input of an in-place module
         args = node["args"][1:] if node["op"] == "invoke" else node["args"]
         first = args[0] if args else None
         if is_ref(first):
             out[f"{node_id}!self"] = observe(torch, values[first["ref"]])
+    for where in node.get("writes") or []:
+        # an argument the reference's call wrote into (running statistics, ``out=``)
+        literal = _argument(node, where)
+        if is_ref(literal) and literal["ref"] in values:
+            out[f"{node_id}!{where}"] = observe(torch, values[literal["ref"]])
     if node["op"] == "invoke":
         module = values[ref_of(node["args"][0])]
         for name, buf in module_buffers(module).items():
@@ -296,6 +363,100 @@ def observe_result(torch: Any, node: Node, result: Any,
     if node["op"] == "method" and node.get("name") == "step" and is_ref(node["args"][0]):
         out.update(_stepped(torch, node_id, values[node["args"][0]["ref"]]))
     return out
+
+
+def _note_graph(torch: Any, key: str, value: Any, out: Observations) -> None:
+    """``requires_grad`` and ``grad_fn`` (the backward node's class) on the observation of
+    each tensor of a result: a call whose result lost its backward node shows there."""
+    if isinstance(value, (tuple, list)):
+        for index, item in enumerate(value):
+            _note_graph(torch, f"{key}.{index}", item, out)
+        return
+    obs = out.get(key)
+    if obs is None or obs.get("t") != "tensor" or not is_tensor(torch, value):
+        return
+    try:
+        wants = getattr(value, "requires_grad", None)
+        grad_fn = getattr(value, "grad_fn", None)
+    except Exception:
+        return
+    if isinstance(wants, bool):
+        obs["requires_grad"] = wants
+        if grad_fn is not None:
+            obs["grad_fn"] = type(grad_fn).__name__[:100]
+
+
+def _argument(node: Node, where: str) -> Any:
+    """The literal of ``arg2`` (a position, as :func:`checks.signatures.role` names it) or
+    of a keyword, else None."""
+    args = call_args(node)
+    if where.startswith("arg") and where[3:].isdigit():
+        index = int(where[3:])
+        return args[index] if index < len(args) else None
+    return call_kwargs(node).get(where)
+
+
+def _tensor_arguments(torch: Any, node: Node, values: dict[str, Any]) -> dict[str, Any]:
+    """The tensors a call takes as arguments, by :func:`_argument`'s name."""
+    if not is_call(node):
+        return {}
+    named: dict[str, Any] = {f"arg{i}": a for i, a in enumerate(call_args(node))}
+    named.update(call_kwargs(node))
+    found = {}
+    for where, literal in named.items():
+        value = values.get(literal["ref"]) if is_ref(literal) else None
+        if is_tensor(torch, value):
+            found[where] = value
+    return found
+
+
+def argument_snapshots(torch: Any, node: Node, values: dict[str, Any]
+                       ) -> dict[str, tuple[int, Any]]:
+    """Each tensor argument of a call as its version counter (``_version``) and, for a
+    function (``F.batch_norm`` writes its running statistics without moving the counter),
+    a copy: what :func:`written_arguments` compares after the call."""
+    snapshots = {}
+    for where, value in _tensor_arguments(torch, node, values).items():
+        try:
+            copy = value.detach().clone() if node["op"] == "call" else None
+            snapshots[where] = (int(value._version), copy)
+        except Exception:  # an inference tensor has no version counter
+            continue
+    return snapshots
+
+
+def written_arguments(torch: Any, node: Node, values: dict[str, Any],
+                      before: dict[str, tuple[int, Any]]) -> list[str]:
+    """The arguments a call wrote into (their version counter moved, or their values
+    changed), besides the tensor an in-place call mutates (observed as ``!self``): running
+    statistics, an ``out=`` tensor."""
+    # the mutated tensor of an in-place call, or of an in-place module (after the module)
+    skip = ("arg1" if node["op"] == "invoke" else "arg0") if node.get("inplace") else None
+    written = []
+    for where, value in _tensor_arguments(torch, node, values).items():
+        if where == skip or where not in before:
+            continue
+        version, old = before[where]
+        try:
+            moved = int(value._version) != version
+        except Exception:
+            moved = False
+        if moved or (old is not None and not _same(torch, old, value.detach())):
+            written.append(where)
+    return written
+
+
+def _same(torch: Any, old: Any, new: Any) -> bool:
+    """The same values, NaN where NaN was (``torch.equal`` calls NaN unequal); a dtype that
+    cannot be compared (float8) counts as unchanged."""
+    try:
+        if old.shape != new.shape or old.dtype != new.dtype:
+            return False
+        if old.is_floating_point() or old.is_complex():
+            return bool(torch.allclose(old, new, rtol=0.0, atol=0.0, equal_nan=True))
+        return bool(torch.equal(old, new))
+    except Exception:
+        return True
 
 
 def _stepped(torch: Any, node_id: str, optimizer: Any) -> Observations:
@@ -320,7 +481,7 @@ def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> An
     args = decode_literal(torch, node.get("args", []), values)
     kwargs = {k: decode_literal(torch, v, values) for k, v in node.get("kwargs", {}).items()}
     if op == "call":
-        fn = hooks.callable_for(node["target"], resolve(torch, node["target"]))
+        fn = hooks.callable_for(torch, node, resolve(torch, node["target"]))
         return fn(*args, **kwargs)
     if op == "module":
         cls = resolve(torch, node["target"])
@@ -331,7 +492,7 @@ def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> An
         return module
     if op == "invoke":
         module, rest = args[0], args[1:]
-        call = hooks.callable_for(node["target"], module)
+        call = hooks.callable_for(torch, node, module, module)
         if "state" in node:
             # a lazy module's first call: it makes its parameters (at random), which then
             # get the reference's values before the call that counts
@@ -341,14 +502,13 @@ def run_node(torch: Any, node: Node, values: dict[str, Any], hooks: Hooks) -> An
     if op == "method":
         self_value, rest = args[0], args[1:]
         if node["target"] in hooks.overrides:
-            return hooks.callable_for(node["target"], hooks.overrides[node["target"]])(
-                self_value, *rest, **kwargs
-            )
+            return hooks.callable_for(torch, node, hooks.overrides[node["target"]],
+                                      self_value)(self_value, *rest, **kwargs)
         try:
             method = getattr(self_value, node["name"])
         except AttributeError as exc:
             raise MissingApi(f"{node['target']}: the candidate has no such method") from exc
-        result = hooks.callable_for(node["target"], method)(*rest, **kwargs)
+        result = hooks.callable_for(torch, node, method, self_value)(*rest, **kwargs)
         # ``module.parameters()``: a generator, kept as the list it yields
         return list(result) if isinstance(result, types.GeneratorType) else result
     if op == "getattr":
@@ -435,7 +595,7 @@ def replay(torch: Any, program: Program, hooks: Hooks,
             observations[node["id"]] = observe_error(exc, missing_api=True)
             return observations
         except Exception as exc:
-            observations[node["id"]] = observe_error(exc)
+            observations[node["id"]] = observe_raised(exc)
             if node.get("raises"):
                 continue
             return observations
@@ -458,10 +618,35 @@ def replay(torch: Any, program: Program, hooks: Hooks,
     return observations
 
 
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def raised_at(exc: BaseException) -> str:
+    """Where an exception was raised, as ``file.py:function``: the innermost frame that is
+    not this runtime's (empty when there is none, as for an error of a C function)."""
+    try:
+        frames = traceback.extract_tb(exc.__traceback__)
+    except Exception:
+        return ""
+    for frame in reversed(frames):
+        if os.path.dirname(os.path.abspath(frame.filename)) != _HERE:
+            return f"{os.path.basename(frame.filename)}:{frame.name}"[:200]
+    return ""
+
+
+def observe_raised(exc: BaseException) -> dict[str, Any]:
+    """:func:`observe_error` with where it was raised (``where``: see :func:`raised_at`)."""
+    obs = observe_error(exc)
+    where = raised_at(exc)
+    if where:
+        obs["where"] = where
+    return obs
+
+
 def backward_error(exc: BaseException, tracker: BackwardTracker | None) -> dict[str, Any]:
     """The ``backward`` observation of a backward that raised, with the call whose backward
     node was running (``node``) when the tracker saw one."""
-    obs = observe_error(exc)
+    obs = observe_raised(exc)
     call = tracker.raising_call() if tracker is not None else None
     if call is not None:
         obs["node"] = call

@@ -9,10 +9,12 @@ which call did it.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib
 import mmap
 import os
+import re
 import struct
 import sys
 import traceback
@@ -56,8 +58,91 @@ def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
         wrap=namespace.get("alignbot_wrap"),
         device=str(namespace.get("alignbot_device", "cpu")),
         program=namespace.get("alignbot_program"),
+        wrap_also=_wrap_also(namespace.get("alignbot_wrap_also")),
     )
     return namespace["torch"], hooks
+
+
+def _wrap_also(value: Any) -> Any:
+    """The prelude's ``alignbot_wrap_also``: a predicate on a call's name, or names and
+    patterns (one string is one pattern); anything else is the prelude's mistake."""
+    if value is None or callable(value):
+        return value
+    if isinstance(value, str):
+        return frozenset({value})
+    try:
+        names = frozenset(value)
+    except TypeError:
+        names = None
+    if names is None or not all(isinstance(name, str) for name in names):
+        raise TypeError("alignbot_wrap_also must be a function of a call's name, or a set of "
+                        f"names and patterns such as {{'torch.optim.*'}}, not {value!r:.80}")
+    return names
+
+
+MAX_PACKAGES = 16
+PACKAGE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
+PACKAGE_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9.+!_-]{0,63}")
+
+
+def imported_packages(prelude: str) -> list[str]:
+    """The top-level packages the prelude's own import statements name, in order, without
+    the standard library's: what is being checked (``torchax``, ``openvino``, ``paddle``)."""
+    try:
+        tree = ast.parse(prelude)
+    except SyntaxError:
+        return []
+    names: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found = [node.module]
+        else:
+            continue
+        for name in found:
+            top = name.split(".")[0]
+            if top not in names and top not in sys.stdlib_module_names:
+                names.append(top)
+    return names
+
+
+def package_versions(prelude: str) -> list[list[str]]:
+    """``[[name, version], …]`` of :func:`imported_packages`, read from the imported module
+    (``__version__``), else from the installed distribution; at most ``MAX_PACKAGES``,
+    names and versions that look like nothing else (the prelude is the candidate's code)."""
+    found: list[list[str]] = []
+    distributions: dict[str, list[str]] = {}
+    for name in imported_packages(prelude):
+        if not PACKAGE_NAME.fullmatch(name):
+            continue
+        version = _version_of(name, distributions)
+        if version is not None:
+            found.append([name, version])
+        if len(found) >= MAX_PACKAGES:
+            break
+    return found
+
+
+def _version_of(name: str, distributions: dict[str, list[str]]) -> str | None:
+    """``distributions``: importlib.metadata's map of top-level names, read once, when a
+    module has no ``__version__`` of its own."""
+    module = sys.modules.get(name)
+    try:
+        version = getattr(module, "__version__", None) if module is not None else None
+    except Exception:
+        version = None
+    if not isinstance(version, str):
+        try:
+            from importlib import metadata
+
+            if not distributions:
+                distributions.update(metadata.packages_distributions())
+            version = metadata.version((distributions.get(name) or [name])[0])
+        except Exception:
+            return None
+    version = str.strip(version)  # a str subclass's own methods are not called
+    return version if PACKAGE_VERSION.fullmatch(version) else None
 
 
 def _hide_runtime() -> None:
@@ -112,7 +197,8 @@ def main() -> int:
                                     "traceback": traceback.format_exc(limit=6)})
                 continue
             write_message(out, {"ok": True, "version": str(getattr(torch, "__version__", "?")),
-                                "module": getattr(torch, "__name__", "?")})
+                                "module": getattr(torch, "__name__", "?"),
+                                "packages": package_versions(str(message["prelude"]))})
         elif cmd == "run":
             mark(-1)
             observations = replay_program(torch, message["program"], hooks, progress=mark)
