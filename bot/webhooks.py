@@ -17,6 +17,7 @@ from urllib.parse import parse_qs
 from sqlalchemy import Connection, Engine, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from bot import nesting
 from bot.logs import log_context, repository_of
 from bot.queue import JobRequest, SqlJobQueue
 from bot.storage import DELIVERIES, INSTALLATIONS, transaction, upsert, utcnow
@@ -441,19 +442,26 @@ def _text(value: Any, limit: int) -> str | None:
     return None
 
 
-def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any] | None:
-    """The JSON object in ``body`` (raw JSON, or form-encoded ``payload=``), or None."""
+def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any] | str:
+    """The JSON object in ``body`` (raw JSON, or form-encoded ``payload=``), or what is
+    wrong with it. One nested deeper than ``nesting.MAX_DEPTH`` is refused before any walk."""
+    not_json = "the body is not a JSON object"
     if content_type and content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
         try:
             fields = parse_qs(body.decode(), strict_parsing=True)
         except (UnicodeDecodeError, ValueError):
-            return None
+            return not_json
         body = (fields.get("payload") or [""])[0].encode()
+    too_deep = f"the payload nests deeper than {nesting.MAX_DEPTH} levels"
     try:
         payload = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
-        return None
-    return payload if isinstance(payload, dict) else None
+    except RecursionError:
+        return too_deep
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError included
+        return not_json
+    if not isinstance(payload, dict):
+        return not_json
+    return too_deep if nesting.too_deep(payload) else payload
 
 
 def _reject_constant(name: str) -> Any:
@@ -490,8 +498,8 @@ def accept_verified(store: DeliveryStore, router: WebhookRouter, headers: Mappin
     if delivery_id is None:
         return Acceptance.error(400, "missing or malformed X-GitHub-Delivery header")
     payload = parse_payload(body, lowered.get("content-type"))
-    if payload is None:
-        return Acceptance.error(400, "the body is not a JSON object")
+    if isinstance(payload, str):
+        return Acceptance.error(400, payload)
     event = Event(name, _text(payload.get("action"), MAX_NAME_LENGTH), delivery_id, payload)
     with log_context(delivery_id=delivery_id, repository=repository_of(payload)):
         return _record(store, router, event)

@@ -122,8 +122,8 @@ def test_bodies_over_the_cap_get_503_and_the_slots_come_back(running: Running) -
         for sock in held:
             sock.close()
     body = pr_payload(number=502)
-    reply = httpx.post(f"{running.url}/webhook", content=body, headers=headers(body), timeout=10)
-    assert reply.status_code == 202, reply.text
+    after = httpx.post(f"{running.url}/webhook", content=body, headers=headers(body), timeout=10)
+    assert after.status_code == 202, after.text
     assert running.metric("alignbot_webhook_bodies_reading") == \
         "alignbot_webhook_bodies_reading 0.0"
 
