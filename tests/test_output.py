@@ -266,6 +266,17 @@ def test_exactly_what_the_cut_left_open_is_closed(text: str, closer: str) -> Non
 
 # No `--`: Python's HTML tokenizer, which checks the result, ends a comment at `--\n>` (a
 # browser's does not), and a raw HTML block left open holds the lines after it.
+@pytest.mark.parametrize("depth", [600, 100_000])
+@pytest.mark.parametrize("nest", ["> ", "- ", "1. "])
+def test_markdown_nested_deep_is_cut_without_a_traceback(depth: int, nest: str) -> None:
+    # a fence opened 600 or 100,000 levels deep, then more lines of the same containers: the
+    # parser stops at 20 levels and drops what is deeper
+    text = nest * depth + "```\n" + (nest.strip() + " code\n") * 20_000
+    cut = fit(text, COMMENT_LIMIT, None)
+    assert len(cut) <= COMMENT_LIMIT
+    assert note_problems(cut) == [], cut[-300:]
+
+
 _WORDS = st.sampled_from(["word", "`code`", "```` x", "``` not a fence ```", "~~~ y", "<b>",
                           "é", "\\", "*", "> q", "- l", "1. n", "#", "***", "===",
                           "</details>"])

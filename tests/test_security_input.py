@@ -1,10 +1,13 @@
-"""Input read before it is trusted, end to end through `alignbot serve`: what unauthenticated
-senders can make the service hold (bodies that never end, bodies that trickle, headers that
-never end), and what a pull request's archive costs it. Measured on the service's process
-(``/proc/PID/status``), against the GitHub test server."""
+"""Untrusted input end to end through `alignbot serve` and the GitHub test server: what
+unauthenticated senders can make the service hold (bodies that never end, bodies that
+trickle, headers that never end) and what a pull request's archive costs it, measured on the
+service's process (``/proc/PID/status``); data nested deep (a payload, the configuration, a
+comment), which must end in an answer, never a traceback; and a reply cut to fit."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import os
 import re
 import socket
@@ -13,7 +16,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from service import NUMBER, OWNER, REPO, Service
+import pytest
+import test_security_commands as commands
+from service import NUMBER, OWNER, REPO, SECRET, Service
+from test_output import note_problems
 from test_security_faults import align_jobs, assert_no_traceback, finished
 
 from bot.demo import _files, _patch, _sha, seed, wait_for
@@ -204,4 +210,76 @@ def test_a_large_archive_is_never_whole_in_the_services_memory(
     grown = (memory_kib(service, "VmHWM") - peak_before) // KIB
     assert grown < 40, (f"a 120 MiB archive raised the service's peak memory by {grown} MiB: "
                         "the archive was held in memory")
+    assert_no_traceback(service)
+
+
+# -- untrusted data nested deep: measured before anything walks it ----------------------------
+
+
+@pytest.mark.parametrize("depth", [600, 100_000])
+def test_a_signed_payload_nested_deep_is_answered_400(depth: int, make_service: Any) -> None:
+    service: Service = make_service()
+    body = ('{"action": "opened", "zen": ' + "[" * depth + "]" * depth + "}").encode()
+    reply = httpx.post(f"{service.url}/webhook", content=body, timeout=30, headers={
+        "X-GitHub-Event": "pull_request", "X-GitHub-Delivery": f"deep-{depth}",
+        "Content-Type": "application/json",
+        "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body,
+                                                    hashlib.sha256).hexdigest()})
+    assert (reply.status_code, reply.json()) == (
+        400, {"error": "the payload nests deeper than 64 levels"})
+    assert_no_traceback(service)
+
+
+@pytest.mark.parametrize(("depth", "said"), [
+    (600, "alignbot.yml:7:73: values nest deeper than 64 levels"),
+    (30_000, "alignbot.yml:7:73: values nest deeper than 64 levels"),  # 60 KB: under 64 KiB
+    (100_000, "alignbot.yml:1:1: the file is larger than 64 KiB")])
+def test_a_config_nested_deep_fails_the_check_naming_the_line(
+        depth: int, said: str, github_server: Any, make_service: Any) -> None:
+    github = github_server
+    service: Service = make_service()
+    seed(github, BUGGY)
+    base = _files(ROOT / "examples" / "fastops")
+    deep = FAILING_SETUP + b"options: " + b"[" * depth + b"]" * depth + b"\n"
+    head = push_head(github, {**base, "fastops.py": BUGGY.read_bytes(), CONFIG: deep}, base)
+    check_ended(github, service, head)
+
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    assert run.conclusion == "failure"
+    assert said in str(run.output.get("summary")), run.output.get("summary")
+    assert align_jobs(service)[-1].error is None
+    assert_no_traceback(service)
+
+
+@pytest.mark.parametrize("nest", ["> ", "- "])
+@pytest.mark.parametrize("depth", [600, 32_000])  # 32,000 levels: a whole 65,536-char comment
+def test_a_comment_nested_deep_is_answered_without_a_traceback(
+        depth: int, nest: str, github_server: Any, make_service: Any) -> None:
+    github = github_server
+    service: Service = make_service()
+    commands.seed(github)
+    made, reply = commands.comment(github, service, nest * depth + "x\n\n/help\n",
+                                   commands.MAINTAINER)
+    # the parser that reads commands stops at 20 levels: what lies deeper is never acted on
+    assert reply.status_code in (200, 202), reply.text
+    if reply.status_code == 202:
+        wait_for(lambda: commands.settled(github, made), TIMEOUT, "the reply to /help")
+        (answer,) = commands.bot_comments(github)
+        assert "/align" in answer.body  # the help text
+    assert_no_traceback(service)
+
+
+def test_a_reply_cut_to_fit_keeps_its_note_outside_any_code_block(
+        github_server: Any, make_service: Any) -> None:
+    # an outsider's two bad `/align` lines, each echoed as inline code that starts its line
+    # with backticks: the reply passes 65,536 characters and is cut after the first
+    github = github_server
+    service: Service = make_service()
+    commands.seed(github)
+    first, second = ("/align ```` " + name + " " + "y" * 32_700 for name in "ab")
+    made, _ = commands.comment(github, service, f"{first}\n\n{second}\n", commands.OUTSIDER)
+    wait_for(lambda: commands.settled(github, made), TIMEOUT, "the reply")
+    (answer,) = commands.bot_comments(github)
+    assert len(answer.body) <= 65_536 and "**Cut here:**" in answer.body
+    assert note_problems(answer.body) == [], answer.body[-300:]
     assert_no_traceback(service)
