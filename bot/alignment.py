@@ -295,10 +295,10 @@ class AlignmentJob:
         ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice."""
         head_sha = ctx.head_sha
         with tempfile.TemporaryDirectory(prefix="alignbot-pr-", dir=self.work_dir) as tmp:
-            archive = self.app.download(repo.get_archive_link("tarball", head_sha),
-                                        payload["installation_id"])
-            try:
-                root = extract_tarball(archive, Path(tmp) / "src")
+            try:  # streamed to a file and from it: a large archive is never whole in memory
+                with self.app.download(repo.get_archive_link("tarball", head_sha),
+                                       payload["installation_id"], folder=Path(tmp)) as archive:
+                    root = extract_tarball(archive, Path(tmp) / "src")
             except ArchiveError as exc:
                 ctx.failure = f"the pull request's archive was refused: {exc}"
                 ctx.advice = ("alignbot unpacks only plain files and folders, and links that "

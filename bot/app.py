@@ -15,12 +15,18 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect
 
+from bot.intake import Intake, IntakeLimits, Verified
 from bot.metrics import CONTENT_TYPE, Metrics
 from bot.settings import Settings
 from bot.storage import transaction
-from bot.webhooks import Acceptance, DeliveryStore, SqlDeliveryStore, WebhookRouter, accept
+from bot.webhooks import (
+    Acceptance,
+    DeliveryStore,
+    SqlDeliveryStore,
+    WebhookRouter,
+    accept_verified,
+)
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +42,7 @@ def create_app(
     metrics: Metrics | None = None,
 ) -> FastAPI:
     """The webhook service. It only verifies, records and enqueues; workers do the work.
+    Bodies are read through ``bot/intake.py``, bounded until their signature matched.
 
     ``on_enqueued`` is called after a delivery queued jobs (e.g. ``Worker.notify`` in the
     embedded mode, so the worker does not wait for its next poll). ``freeze_gc``: at start-up,
@@ -47,8 +54,11 @@ def create_app(
     """
     store = store or SqlDeliveryStore(engine)
     metrics = metrics or Metrics(engine)
-    secrets = settings.webhook_secret_bytes()
-    limit = settings.max_body_bytes
+    intake = Intake(IntakeLimits(max_bytes=settings.max_body_bytes,
+                                 seconds=settings.body_timeout_seconds,
+                                 at_once=settings.max_unverified_bodies),
+                    settings.webhook_secret_bytes(), on_refused=metrics.body_refused)
+    metrics.watch_intake(lambda: intake.reading)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,15 +74,12 @@ def create_app(
     @app.post("/webhook")
     async def webhook(request: Request) -> JSONResponse:
         headers = dict(request.headers)
-        body = await read_body(request, limit)
-        if isinstance(body, Acceptance):
-            metrics.delivery(headers, body)
+        body = await intake.read(request.receive, headers)
+        if not isinstance(body, Verified):
+            metrics.delivery(headers, body, verified=False)
             return _respond(body)
-        # Verification (HMAC over up to 25 MiB) and the database write leave the event loop.
-        result = await run_in_threadpool(
-            accept, store, router, headers, body,
-            secrets=secrets, max_body_bytes=limit,
-        )
+        # Reading the verified body back, parsing it and the database write leave the loop.
+        result = await run_in_threadpool(_accept, store, router, headers, body)
         metrics.delivery(headers, result)
         if result.job_ids and on_enqueued is not None:
             on_enqueued()
@@ -106,29 +113,9 @@ def create_app(
     return app
 
 
-async def read_body(request: Request, limit: int) -> bytes | Acceptance:
-    """The request body, or a 413 as soon as it is known to exceed ``limit`` bytes.
-
-    Content-Length is checked first (nothing is read), and the bytes are counted while they
-    stream in, since a chunked request has no length and a declared one may lie.
-    """
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not declared.strip().isdigit():
-            return Acceptance.error(400, "malformed Content-Length")
-        if int(declared) > limit:
-            return Acceptance.error(413, f"the body is larger than {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                return Acceptance.error(413, f"the body is larger than {limit} bytes")
-            chunks.append(chunk)
-    except ClientDisconnect:
-        return Acceptance.error(400, "the client disconnected before sending the whole body")
-    return b"".join(chunks)
+def _accept(store: DeliveryStore, router: WebhookRouter, headers: dict[str, str],
+            body: Verified) -> Acceptance:
+    return accept_verified(store, router, headers, body.read())
 
 
 def database_ok(engine: Engine) -> bool:
@@ -142,4 +129,5 @@ def database_ok(engine: Engine) -> bool:
 
 
 def _respond(result: Acceptance) -> JSONResponse:
-    return JSONResponse(result.body, status_code=result.status_code)
+    return JSONResponse(result.body, status_code=result.status_code,
+                        headers=dict(result.headers))

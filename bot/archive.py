@@ -1,6 +1,8 @@
 """Safe extraction of a repository tarball (GitHub's ``owner-repo-sha/`` archive).
 
-Everything in the archive is untrusted. Names are checked before anything is written,
+Everything in the archive is untrusted. It is read from a file as a stream, a chunk at a
+time, and never held whole in memory (``GitHubApp.download`` writes it to one the same way).
+Names are checked before anything is written,
 sizes are counted from the bytes actually decompressed and written (never from headers),
 nothing is ever written through a symbolic link, and links may only point inside the
 archive's single top folder.
@@ -44,9 +46,10 @@ class _CappedReader(io.RawIOBase):
         return len(data)
 
 
-def extract_tarball(data: bytes, dest: Path, max_bytes: int = 500 * MIB,
+def extract_tarball(archive: IO[bytes], dest: Path, max_bytes: int = 500 * MIB,
                     max_files: int = 50_000) -> Path:
-    """Extract a .tar or .tar.gz into ``dest`` (new or empty); return its single top folder.
+    """Extract a .tar or .tar.gz read from the file ``archive`` (at its start, seekable) into
+    ``dest`` (new or empty); return its single top folder.
 
     Raises :class:`ArchiveError` (and leaves nothing behind) for absolute or ``..`` names,
     links that leave the top folder, devices and FIFOs, more than ``max_files`` members or
@@ -56,7 +59,7 @@ def extract_tarball(data: bytes, dest: Path, max_bytes: int = 500 * MIB,
     if any(dest.iterdir()):
         raise ArchiveError(f"{dest} is not empty")
     try:
-        return _Extractor(dest.resolve(), max_bytes, max_files).run(data)
+        return _Extractor(dest.resolve(), max_bytes, max_files).run(archive)
     except (tarfile.TarError, EOFError, OSError, gzip.BadGzipFile, ArchiveError) as exc:
         _empty(dest)
         if isinstance(exc, ArchiveError):
@@ -82,10 +85,13 @@ class _Extractor:
         self.seen: set[str] = set()
         self.links: list[str] = []
 
-    def run(self, data: bytes) -> Path:
-        raw: IO[bytes] = io.BytesIO(data)
-        if data[:2] == b"\x1f\x8b":
-            raw = gzip.GzipFile(fileobj=raw)  # type: ignore[assignment]
+    def run(self, archive: IO[bytes]) -> Path:
+        start = archive.tell()
+        magic = archive.read(2)
+        archive.seek(start)
+        raw: IO[bytes] = archive
+        if magic == b"\x1f\x8b":
+            raw = gzip.GzipFile(fileobj=archive, mode="rb")  # type: ignore[assignment]
         # Headers and padding are at most a few KiB per member on top of the file data.
         stream = _CappedReader(raw, self.max_bytes + self.max_files * 4096 + MIB)
         with tarfile.open(fileobj=io.BufferedReader(stream, CHUNK), mode="r|") as tar:

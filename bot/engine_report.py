@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
+from bot import nesting
 from checks.findings import Kind
 from checks.markdown import Trusted, visible
 from checks.report import REPORT_VERSION
@@ -194,7 +195,10 @@ class InvalidReport(ValueError):
 
 
 def parse_report(data: Any) -> EngineReport:
-    """The report the sandbox read, validated; InvalidReport names the first problem."""
+    """The report the sandbox read, validated; InvalidReport names the first problem. Its
+    depth is measured first, without recursion: nothing walks it before that."""
+    if (deep := nesting.problem(data, "the report")) is not None:
+        raise InvalidReport(deep)
     try:
         text = json.dumps(data, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:
@@ -240,8 +244,8 @@ def checked_finding(finding: dict[str, Any], tracker: str) -> dict[str, Any]:
     """``finding`` (JSON data) without the report's own ``upstream_url`` and with
     ``new_issue_link``, the prefilled link the bot builds itself (:func:`new_issue_link`)."""
     try:
-        parsed: EngineFinding | None = EngineFinding.model_validate_json(
-            json.dumps(finding, allow_nan=False))
+        parsed: EngineFinding | None = None if nesting.too_deep(finding) else \
+            EngineFinding.model_validate_json(json.dumps(finding, allow_nan=False))
     except (TypeError, ValueError, RecursionError):  # ValidationError is a ValueError
         parsed = None
     link = new_issue_link(tracker, parsed) if parsed is not None else None

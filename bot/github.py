@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import logging
 import math
+import tempfile
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email.utils import parsedate_to_datetime
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -29,6 +31,7 @@ from github.Repository import Repository
 from urllib3.util.retry import Retry
 
 from .api_routes import DOWNLOAD
+from .archive import ArchiveError
 from .errors import TransientError
 
 if TYPE_CHECKING:
@@ -37,6 +40,7 @@ if TYPE_CHECKING:
 # Refresh an installation token this long before GitHub says it expires.
 REFRESH_MARGIN = timedelta(minutes=10)
 MAX_DOWNLOAD = 512 * 1024 * 1024
+DOWNLOAD_CHUNK = 1024 * 1024
 # The contents API returns a file's content as JSON up to this size (GitHub's "1 MB").
 MAX_CONTENT = 1024 * 1024
 # GitHub: after a secondary rate limit without Retry-After, wait at least a minute.
@@ -403,20 +407,34 @@ class GitHubApp:
             self._login = f"{self._integration.get_app().slug}[bot]"
         return self._login
 
-    def download(self, url: str, installation_id: int, limit: int = MAX_DOWNLOAD) -> bytes:
-        """Fetch an archive link (following GitHub's redirect), refusing more than ``limit``."""
+    def download(self, url: str, installation_id: int, *, folder: Path | None = None,
+                 limit: int = MAX_DOWNLOAD) -> IO[bytes]:
+        """Fetch an archive link (following GitHub's redirect) into an anonymous temporary
+        file in ``folder``, a chunk at a time, and return it at its start (the caller closes
+        it); more than ``limit`` bytes is an ``ArchiveError``. The archive is never whole in
+        memory: a pull request's can be hundreds of MiB."""
         headers = {"Authorization": f"token {self.installation_token(installation_id)}"}
-        chunks, size = [], 0
-        with httpx.stream("GET", url, headers=headers, follow_redirects=True,
-                          timeout=self.options.timeout) as response:
-            if self.observe is not None:
-                _tell(self.observe, "GET", DOWNLOAD, response.status_code, response.headers)
-            if response.is_error:
-                response.read()  # the error's body (a rate limit's message), then raise
-            response.raise_for_status()
-            for chunk in response.iter_bytes():
-                size += len(chunk)
-                if size > limit:
-                    raise ValueError(f"the archive is larger than {limit} bytes")
-                chunks.append(chunk)
-        return b"".join(chunks)
+        archive = tempfile.TemporaryFile(dir=folder)  # noqa: SIM115 (returned to the caller)
+        try:
+            with httpx.stream("GET", url, headers=headers, follow_redirects=True,
+                              timeout=self.options.timeout) as response:
+                if self.observe is not None:
+                    _tell(self.observe, "GET", DOWNLOAD, response.status_code,
+                          response.headers)
+                if response.is_error:
+                    response.read()  # the error's body (a rate limit's message), then raise
+                response.raise_for_status()
+                declared = response.headers.get("content-length", "")
+                if declared.isdigit() and int(declared) > limit:
+                    raise ArchiveError(f"the archive is larger than {limit} bytes")
+                size = 0
+                for chunk in response.iter_bytes(DOWNLOAD_CHUNK):
+                    size += len(chunk)
+                    if size > limit:
+                        raise ArchiveError(f"the archive is larger than {limit} bytes")
+                    archive.write(chunk)
+            archive.seek(0)
+        except BaseException:
+            archive.close()
+            raise
+        return archive

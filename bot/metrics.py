@@ -46,13 +46,15 @@ UNVERIFIED = "unverified"  # the event of a delivery whose signature failed: not
 EVENTS = frozenset({*SHAPES} - {"*"} | {"ping", "installation", "installation_repositories"})
 KINDS = frozenset({ALIGN, ALIGN_SHARD, COMMAND, REMINDER_SWEEP})
 RATE_RESOURCES = frozenset({"core", "search", "graphql", "code_search"})
+BODY_REFUSALS = frozenset({"too_large", "too_slow", "busy"})
 # seconds: a command answers in one, a check runs the engine for minutes
 JOB_BUCKETS = (0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1200, 3600)
 
 
 def delivery_outcome(result: Acceptance) -> str:
     """What became of a delivery, from the answer it got."""
-    by_status = {202: "accepted", 401: "bad_signature", 413: "too_large", 503: "unavailable"}
+    by_status = {202: "accepted", 401: "bad_signature", 408: "too_slow", 413: "too_large",
+                 503: "unavailable"}
     if result.status_code in by_status:
         return by_status[result.status_code]
     if result.status_code == 200:
@@ -154,6 +156,11 @@ class Metrics:
                                     ["resource"], registry=r)
         self.reminders = Counter("alignbot_reminders_posted", "reminder comments posted",
                                  registry=r)
+        self.bodies_refused = Counter("alignbot_webhook_bodies_refused", "webhook bodies "
+                                      "refused before their signature was checked, by reason "
+                                      "(too_large, too_slow, busy)", ["reason"], registry=r)
+        self.bodies_reading = Gauge("alignbot_webhook_bodies_reading", "webhook bodies being "
+                                    "read now, their signature not yet checked", registry=r)
         if engine is not None:
             r.register(QueueCollector(engine))
 
@@ -170,13 +177,25 @@ class Metrics:
 
     # -- what the App tells ------------------------------------------------------------
 
-    def delivery(self, headers: Mapping[str, str], result: Acceptance) -> None:
+    def delivery(self, headers: Mapping[str, str], result: Acceptance,
+                 verified: bool = True) -> None:
+        """One answered delivery; ``verified=False`` for one answered before its signature
+        was checked, whose event header is not to be believed."""
         outcome = delivery_outcome(result)
         lowered = {name.lower(): value for name, value in headers.items()}
-        verified = result.status_code not in (401, 413) and DELIVERY_HEADER in lowered
+        verified = verified and result.status_code not in (401, 413) \
+            and DELIVERY_HEADER in lowered
         event = _bounded(lowered.get(EVENT_HEADER, "").strip(), EVENTS) if verified \
             else UNVERIFIED
         self.deliveries.labels(event, outcome).inc()
+
+    def body_refused(self, reason: str) -> None:
+        """A ``bot.intake.Intake``'s ``on_refused``."""
+        self.bodies_refused.labels(_bounded(reason, BODY_REFUSALS)).inc()
+
+    def watch_intake(self, reading: Callable[[], int]) -> None:
+        """Read the number of bodies being read from ``reading`` at each scrape."""
+        self.bodies_reading.set_function(reading)
 
     def github_request(self, method: str, path: str, status: int,
                        headers: Mapping[str, str]) -> None:

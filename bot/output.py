@@ -10,6 +10,9 @@ from enum import StrEnum
 from typing import Any, cast
 
 from checks import causes as causes_of
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
+
 from checks.markdown import Trusted, defuse, inline, no_comment, visible
 from checks.report import candidate_line as candidate_line  # what alignment.py shows
 from checks.report import environment, packages_line
@@ -24,6 +27,8 @@ CHECK_TEXT_LIMIT = 65_535
 COMMENT_LIMIT = 65_536
 ANNOTATION_BATCH = 50
 _HUNK = re.compile(r"^@@ -\d+(?:,\d+)? \+(\d+)(?:,(\d+))? @@", re.M)
+# The parser the commands read comments with (bot/commands/parser.py): a cut is closed by it.
+_MARKDOWN = MarkdownIt("commonmark")
 
 
 class Conclusion(StrEnum):
@@ -96,46 +101,122 @@ def _size(text: str, in_bytes: bool) -> int:
     return len(text.encode()) if in_bytes else len(text)
 
 
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-
-
-def open_fence(text: str) -> str | None:
-    """The fence of a code block that ``text`` leaves open, if any."""
-    current: str | None = None
-    for line in text.splitlines():
-        match = _FENCE.match(line)
-        if match is None:
-            continue
-        marker = match.group(1)
-        if current is None:
-            current = marker
-        elif marker[0] == current[0] and len(marker) >= len(current) \
-                and not line.strip()[len(marker):].strip():
-            current = None
-    return current
-
-
 def fit(text: str, limit: int, more: str | None, in_bytes: bool = False) -> str:
     """Cut at a line boundary so the result, note included, stays within ``limit`` (characters,
-    or UTF-8 bytes for check-run output); a code block left open by the cut is closed first."""
+    or UTF-8 bytes for check-run output); whatever the cut leaves open is closed first
+    (``closing``), so that the note renders as a paragraph of its own."""
     if _size(text, in_bytes) <= limit:
         return text
     where = (f" The full report: {more}" if more else
              " The full report is stored with the job in the service's database.")
+
     def note(dropped: int) -> str:
         return f"\n\n**Cut here:** {dropped} more characters did not fit GitHub's limit.{where}\n"
 
     budget = max(0, limit - _size(note(len(text)), in_bytes))
     while True:
-        head = text.encode()[:budget].decode("utf-8", errors="ignore") if in_bytes \
-            else text[:budget]
-        cut = head.rfind("\n")
-        head = head[:cut] if cut > 0 else head
-        fence = open_fence(head)
-        result = head + (f"\n{fence}" if fence else "") + note(len(text) - len(head))
-        if _size(result, in_bytes) <= limit or budget == 0:
+        head = _head(text, budget, in_bytes)
+        tail = note(len(text) - len(head))
+        closed = closing(head, tail)
+        if isinstance(closed, int):  # no closer known: cut before the block instead
+            head = "\n".join(head.split("\n")[:closed]).rstrip("\n")
+            tail = note(len(text) - len(head))
+            closed = closing(head, tail)
+            closed = closed if isinstance(closed, str) else ""
+        result = head + closed + tail
+        over = _size(result, in_bytes) - limit
+        if over <= 0 or not head:
             return result
-        budget = max(0, budget - 64)  # the fence that closes the cut block needs room
+        budget = max(0, min(budget, _size(head, in_bytes)) - over)  # the closers need room
+
+
+def _head(text: str, budget: int, in_bytes: bool) -> str:
+    head = text.encode()[:budget].decode("utf-8", errors="ignore") if in_bytes \
+        else text[:budget]
+    cut = head.rfind("\n")
+    return head[:cut] if cut > 0 else head
+
+
+# CommonMark's HTML blocks that a blank line does not end (kinds 1 to 5), with what ends them.
+_HTML_ENDS = [(re.compile(r" {0,3}<(script|pre|style|textarea)(?=[\s>]|$)", re.I), "</{}>"),
+              (re.compile(r" {0,3}<!--"), "-->"), (re.compile(r" {0,3}<\?"), "?>"),
+              (re.compile(r" {0,3}<!\[CDATA\["), "]]>"), (re.compile(r" {0,3}<![A-Za-z]"), ">")]
+# Raw HTML as a browser's tokenizer reads it: what opens a comment (or a bogus one) or an
+# element whose text is raw, and tags.
+_HTML = re.compile(r"<!--|<[?!]|</?([A-Za-z][A-Za-z0-9-]*)(?:\s[^<>]*)?>")
+_RAW_TEXT = frozenset({"script", "style", "textarea", "title"})
+_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta",
+                   "source", "track", "wbr"})
+_MAX_CLOSERS = 4
+
+
+def closing(head: str, note: str) -> str | int:
+    """What must come between ``head`` and ``note`` (a paragraph after a blank line) for the
+    note to render as that paragraph, outside everything ``head`` left open, as the parser
+    that reads commands sees it: the end of a fenced code block or of an HTML block that a
+    blank line does not end, then what ends the HTML it left open (``<details>``).
+    Containers need nothing: a blank line and an unindented paragraph end lists and quotes.
+    An ``int`` instead: no closer is known for the block that would swallow the note, which
+    starts on that line of ``head``; cut before it."""
+    closers = ""
+    for _ in range(_MAX_CLOSERS):
+        tokens = _MARKDOWN.parse(head + closers + note)
+        line = (head + closers).count("\n") + 2  # the note's first line
+        blocks = [t for t in tokens if t.level == 0 and t.map is not None and t.map[0] <= line]
+        if not blocks:
+            return 0
+        block, (first, last) = blocks[-1], blocks[-1].map or (0, 0)
+        if block.type == "paragraph_open" and (first, last) == (line, line + 1):
+            return closers + _end_tags(_MARKDOWN.render(head + closers))
+        end = _end_of(block) if first < line < last else None
+        if end is None:  # swallowed by something no line ends, or lost (nested too deep)
+            return first
+        closers += "\n" + end
+    return 0
+
+
+def _end_of(block: Token) -> str | None:
+    """The line that ends ``block`` if a paragraph after a blank line does not."""
+    if block.type == "fence":
+        return block.markup  # the opening fence: same character, same length
+    if block.type == "html_block":
+        for pattern, end in _HTML_ENDS:
+            if (found := pattern.match(block.content)) is not None:
+                return end.format(*found.groups())
+    return None
+
+
+def _end_tags(html: str) -> str:
+    """What ends the HTML that ``html`` (rendered Markdown) leaves open, as HTML blocks of
+    their own: a comment (``<!-- -->`` ends a bogus one too), a raw-text element, then the end
+    tags of the elements still open (``<details>``, and any whose end tag a comment ate)."""
+    lowered, pos, open_ = html.lower(), 0, list[str]()
+    until: str | None = None  # what ends the comment or raw text we are in
+    while pos < len(html):
+        if until is not None:
+            end = lowered.find(until, pos)
+            if end < 0:
+                break
+            pos, until = end + len(until), None
+            continue
+        found = _HTML.search(html, pos)
+        if found is None:
+            break
+        pos, text, name = found.end(), found.group(0), (found.group(1) or "").lower()
+        if text == "<!--":
+            until = "-->"
+        elif not name:
+            until = ">"
+        elif text.startswith("</"):
+            if name in open_:
+                del open_[len(open_) - 1 - open_[::-1].index(name):]
+        elif name in _RAW_TEXT:
+            until = f"</{name}>"
+        elif name not in _VOID and not text.endswith("/>"):
+            open_.append(name)
+    ends = ["<!-- -->" if until in ("-->", ">") else until or "",
+            "".join(f"</{name}>" for name in reversed(open_))]
+    return "".join(f"\n\n{end}" for end in ends if end)
 
 
 def first_added_line(patch: str) -> int:

@@ -80,6 +80,19 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         default=25 * MIB, gt=0, description="a positive number of bytes (GitHub sends up to 25 MiB)"
     )
+    # What an unauthenticated sender can hold: bodies are read before their signature is known.
+    body_timeout_seconds: float = Field(
+        default=10, gt=0, le=600,
+        description="seconds a webhook body may take to arrive, above 0 and at most 600 "
+        "(GitHub itself gives up on a delivery after 10 s); a slower one is cut with 408")
+    max_unverified_bodies: int = Field(
+        default=16, ge=1, le=10_000,
+        description="webhook bodies read at once before their signature is checked, 1 to "
+        "10000; more are answered 503 with Retry-After")
+    max_connections: int = Field(
+        default=256, ge=1, le=100_000,
+        description="open HTTP connections and requests the web service takes at once, 1 to "
+        "100000; more are answered 503")
     github_max_wait: float = Field(
         default=120, gt=0, description="the longest rate-limit wait in seconds (positive)"
     )

@@ -6,6 +6,7 @@ import hashlib
 import hmac
 import json
 import logging
+import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from urllib.parse import parse_qs
 from sqlalchemy import Connection, Engine, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
+from bot import nesting
 from bot.logs import log_context, repository_of
 from bot.queue import JobRequest, SqlJobQueue
 from bot.storage import DELIVERIES, INSTALLATIONS, transaction, upsert, utcnow
@@ -29,25 +31,42 @@ DEFAULT_MAX_BODY_BYTES = 25 * 1024 * 1024
 MAX_NAME_LENGTH = 64  # event names, actions and delivery ids (a GUID is 36)
 INSTALLATION_EVENTS = ("installation", "installation_repositories")
 
+_SIGNATURE = re.compile(r"sha256=([0-9a-fA-F]{64})")
 _INSERT_DELIVERY = insert(DELIVERIES)  # built once: it runs for every delivery
 
 
 def verify_signature(secrets: Sequence[bytes], body: bytes, header: str | None) -> bool:
     """True if ``header`` (``sha256=<hex>``) is the HMAC-SHA256 of ``body`` under any secret."""
-    if not header or not secrets:
-        return False
-    scheme, _, digest = header.strip().partition("=")
-    if scheme != "sha256":
-        return False
-    try:
-        given = bytes.fromhex(digest)
-    except ValueError:
-        return False
-    matched = False
-    for secret in secrets:  # no early exit: timing does not tell which secret matched
-        expected = hmac.new(secret, body, hashlib.sha256).digest()
-        matched |= hmac.compare_digest(expected, given)
-    return matched
+    signature = Signature(secrets, header)
+    signature.update(body)
+    return signature.matches()
+
+
+class Signature:
+    """An ``X-Hub-Signature-256`` header checked against a body fed in as it arrives
+    (``update``), under every secret at once, so that the body need not be whole first."""
+
+    def __init__(self, secrets: Sequence[bytes], header: str | None) -> None:
+        match = _SIGNATURE.fullmatch((header or "").strip())
+        self.given = bytes.fromhex(match.group(1)) if match else None
+        self.macs = [hmac.new(secret, digestmod=hashlib.sha256) for secret in secrets]
+
+    @property
+    def well_formed(self) -> bool:
+        """The header is ``sha256=`` and 64 hex digits: a body is worth reading."""
+        return self.given is not None and bool(self.macs)
+
+    def update(self, chunk: bytes) -> None:
+        for mac in self.macs:
+            mac.update(chunk)
+
+    def matches(self) -> bool:
+        if self.given is None:
+            return False
+        matched = False
+        for mac in self.macs:  # no early exit: timing does not tell which secret matched
+            matched |= hmac.compare_digest(mac.digest(), self.given)
+        return matched
 
 
 @dataclass(frozen=True)
@@ -284,10 +303,12 @@ class Acceptance:
     status_code: int
     body: dict[str, Any]
     job_ids: tuple[int, ...] = ()
+    headers: tuple[tuple[str, str], ...] = ()  # e.g. Retry-After
 
     @classmethod
-    def error(cls, status_code: int, message: str) -> Acceptance:
-        return cls(status_code, {"error": message})
+    def error(cls, status_code: int, message: str,
+              headers: tuple[tuple[str, str], ...] = ()) -> Acceptance:
+        return cls(status_code, {"error": message}, headers=headers)
 
 
 class DeliveryStore(Protocol):
@@ -421,19 +442,26 @@ def _text(value: Any, limit: int) -> str | None:
     return None
 
 
-def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any] | None:
-    """The JSON object in ``body`` (raw JSON, or form-encoded ``payload=``), or None."""
+def parse_payload(body: bytes, content_type: str | None) -> dict[str, Any] | str:
+    """The JSON object in ``body`` (raw JSON, or form-encoded ``payload=``), or what is
+    wrong with it. One nested deeper than ``nesting.MAX_DEPTH`` is refused before any walk."""
+    not_json = "the body is not a JSON object"
     if content_type and content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
         try:
             fields = parse_qs(body.decode(), strict_parsing=True)
         except (UnicodeDecodeError, ValueError):
-            return None
+            return not_json
         body = (fields.get("payload") or [""])[0].encode()
+    too_deep = f"the payload nests deeper than {nesting.MAX_DEPTH} levels"
     try:
         payload = json.loads(body, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError included
-        return None
-    return payload if isinstance(payload, dict) else None
+    except RecursionError:
+        return too_deep
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError included
+        return not_json
+    if not isinstance(payload, dict):
+        return not_json
+    return too_deep if nesting.too_deep(payload) else payload
 
 
 def _reject_constant(name: str) -> Any:
@@ -455,6 +483,14 @@ def accept(
     lowered = {name.lower(): value for name, value in headers.items()}
     if not verify_signature(secrets, body, lowered.get(SIGNATURE_HEADER)):
         return Acceptance.error(401, "missing or invalid X-Hub-Signature-256")
+    return accept_verified(store, router, headers, body)
+
+
+def accept_verified(store: DeliveryStore, router: WebhookRouter, headers: Mapping[str, str],
+                    body: bytes) -> Acceptance:
+    """``accept`` for a body whose size and signature were checked as it was read
+    (``bot/intake.py``)."""
+    lowered = {name.lower(): value for name, value in headers.items()}
     name = _text(lowered.get(EVENT_HEADER, "").strip(), MAX_NAME_LENGTH)
     if name is None:
         return Acceptance.error(400, "missing or malformed X-GitHub-Event header")
@@ -462,8 +498,8 @@ def accept(
     if delivery_id is None:
         return Acceptance.error(400, "missing or malformed X-GitHub-Delivery header")
     payload = parse_payload(body, lowered.get("content-type"))
-    if payload is None:
-        return Acceptance.error(400, "the body is not a JSON object")
+    if isinstance(payload, str):
+        return Acceptance.error(400, payload)
     event = Event(name, _text(payload.get("action"), MAX_NAME_LENGTH), delivery_id, payload)
     with log_context(delivery_id=delivery_id, repository=repository_of(payload)):
         return _record(store, router, event)

@@ -45,7 +45,7 @@ def _dir(name: str) -> tuple[tarfile.TarInfo, None]:
 
 def _refused(data: bytes, dest: Path, match: str, **limits: int) -> None:
     with pytest.raises(ArchiveError, match=match):
-        extract_tarball(data, dest, **limits)
+        extract_tarball(io.BytesIO(data), dest, **limits)
     assert list(dest.iterdir()) == [], "a refused archive left files behind"
 
 
@@ -56,7 +56,7 @@ def test_github_style_archive(tmp_path: Path) -> None:
                 _member(f"{TOP}/docs/link.md", kind=tarfile.SYMTYPE, link="../README.md"),
                 _member(f"{TOP}/copy.md", kind=tarfile.LNKTYPE, link=f"{TOP}/README.md"),
                 comment="0123abc" * 5)  # `git archive` puts the commit in a global header
-    root = extract_tarball(data, tmp_path / "src")
+    root = extract_tarball(io.BytesIO(data), tmp_path / "src")
     assert root == (tmp_path / "src" / TOP).resolve()
     assert (root / "README.md").read_bytes() == b"hello"
     assert (root / "src" / "ops.py").read_text() == "def gelu(): ...\n"
@@ -69,7 +69,8 @@ def test_github_style_archive(tmp_path: Path) -> None:
 
 
 def test_plain_tar_and_a_real_git_archive(tmp_path: Path) -> None:
-    root = extract_tarball(_tar(_member(f"{TOP}/a.txt", b"a"), gz=False), tmp_path / "plain")
+    plain = io.BytesIO(_tar(_member(f"{TOP}/a.txt", b"a"), gz=False))
+    root = extract_tarball(plain, tmp_path / "plain")
     assert (root / "a.txt").read_text() == "a"
     if shutil.which("git") is None:
         pytest.skip("no git")
@@ -83,7 +84,7 @@ def test_plain_tar_and_a_real_git_archive(tmp_path: Path) -> None:
     subprocess.run([*git, "commit", "-qm", "c"], check=True)
     archive = subprocess.run([*git, "archive", "--format=tar.gz", f"--prefix={TOP}/", "HEAD"],
                              check=True, capture_output=True).stdout
-    root = extract_tarball(archive, tmp_path / "git")
+    root = extract_tarball(io.BytesIO(archive), tmp_path / "git")
     assert (root / "alias.py").read_text() == "x = 1\n"
 
 
@@ -183,5 +184,5 @@ def test_duplicates_and_bad_input(tmp_path: Path) -> None:
 def test_destination_must_be_empty(tmp_path: Path) -> None:
     (tmp_path / "keep.txt").write_text("mine")
     with pytest.raises(ArchiveError, match="not empty"):
-        extract_tarball(_tar(_member(f"{TOP}/a", b"")), tmp_path)
+        extract_tarball(io.BytesIO(_tar(_member(f"{TOP}/a", b""))), tmp_path)
     assert (tmp_path / "keep.txt").read_text() == "mine"

@@ -130,6 +130,23 @@ def test_alias_bombs_and_huge_files_are_refused() -> None:
     assert "larger than 64 KiB" in error
 
 
+@pytest.mark.parametrize("depth", [600, 30_000])  # 30,000 flow levels: 60 KB, under the cap
+def test_values_nested_deep_are_one_line_naming_where(depth: int) -> None:
+    flow = "candidate:\n  preset: torch\nx: " + "[" * depth + "]" * depth + "\n"
+    with pytest.raises(ConfigError, match=r"^\.github/alignbot\.yml:3:67: values nest deeper "
+                                          r"than 64 levels$"):
+        load_config(flow)
+    block = "candidate:\n  preset: torch\nx:\n" + "".join(
+        "  " * level + "- \n" for level in range(1, 100))
+    with pytest.raises(ConfigError, match="values nest deeper than 64 levels"):
+        load_config(block)
+    # aliases nest what each anchor holds once more: 200 anchors, 200 levels
+    chained = ["candidate:", "  preset: torch", "a0: &a0 [1]"] + [
+        f"a{n}: &a{n} [*a{n - 1}]" for n in range(1, 200)]
+    with pytest.raises(ConfigError, match="values nest deeper than 64 levels"):
+        load_config("\n".join(chained))
+
+
 def test_custom_path_in_messages() -> None:
     with pytest.raises(ConfigError) as info:
         load_config("draws: 1", path="config/alignbot.yml")

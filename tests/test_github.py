@@ -17,6 +17,7 @@ from github import BadCredentialsException, GithubException, RateLimitExceededEx
 from github.GithubException import RateLimitExceededExceedsMaxWait
 
 from bot.alignment import JOB_KIND, AlignmentJob
+from bot.archive import ArchiveError
 from bot.errors import TransientError, is_transient
 from bot.github import (
     MAX_CONTENT,
@@ -175,20 +176,23 @@ def test_bot_login_is_the_slug_with_bot(server: GitHubServer) -> None:
 
 
 def test_download_returns_the_tarball_and_refuses_more_than_the_limit(
-        server: GitHubServer) -> None:
+        server: GitHubServer, tmp_path: Path) -> None:
     app = make_app(server)
     repo = app.client(INSTALLATION).get_repo(f"{OWNER}/{NAME}")
-    data = app.download(repo.get_archive_link("tarball", HEAD), INSTALLATION)
+    link = repo.get_archive_link("tarball", HEAD)
+    with app.download(link, INSTALLATION, folder=tmp_path) as archive:
+        data = archive.read()
     assert gzip.decompress(data)  # a gzip stream …
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:  # … holding the head tree
         names = tar.getnames()
         member = tar.extractfile(f"{OWNER}-{NAME}-{HEAD[:7]}/ops/add.py")
         assert member is not None and b"b + a" in member.read()
     assert f"{OWNER}-{NAME}-{HEAD[:7]}/README.md" in names
-    exact = app.download(repo.get_archive_link("tarball", HEAD), INSTALLATION, limit=len(data))
-    assert exact == data
-    with pytest.raises(ValueError, match=f"larger than {len(data) - 1} bytes"):
-        app.download(repo.get_archive_link("tarball", HEAD), INSTALLATION, limit=len(data) - 1)
+    with app.download(link, INSTALLATION, limit=len(data)) as exact:
+        assert exact.read() == data
+    with pytest.raises(ArchiveError, match=f"larger than {len(data) - 1} bytes"):
+        app.download(link, INSTALLATION, folder=tmp_path, limit=len(data) - 1)
+    assert list(tmp_path.iterdir()) == []  # an anonymous file: nothing is left behind
 
 
 # -- a token GitHub refuses ------------------------------------------------------------------
@@ -326,7 +330,8 @@ def test_reset_connections_are_retried_then_transient(server: GitHubServer) -> N
             app.download(link, INSTALLATION)
         assert is_transient(caught.value)
         server.clear_faults()
-    assert app.download(link, INSTALLATION)[:2] == b"\x1f\x8b"
+    with app.download(link, INSTALLATION) as archive:
+        assert archive.read(2) == b"\x1f\x8b"
 
 
 def test_a_file_over_1_mb_is_file_too_large(server: GitHubServer) -> None:

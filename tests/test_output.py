@@ -6,12 +6,16 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import jinja2
 import pytest
 from github import GithubException
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from markdown_it import MarkdownIt
 from service import open_pull
 
 from bot.alignment import CONFIG_PATH, JOB_KIND, _complete, _op_files_for
@@ -180,6 +184,169 @@ def test_check_run_text_fits_githubs_byte_limit() -> None:
     assert size <= CHECK_TEXT_LIMIT, (
         f"check run text is {size} bytes; GitHub rejects more than {CHECK_TEXT_LIMIT} bytes "
         "(fit() counts characters)")
+
+
+_MD = MarkdownIt("commonmark")
+# what fit() may add after the kept text: fence and HTML block ends, end tags
+_CLOSERS = re.compile(r"(?:\n+(?:`{3,}|~{3,}|-->|\?>|\]\]>|>|<!-- -->|(?:</[a-z]+>)+))+$")
+
+
+def note_problems(cut: str) -> list[str]:
+    """How ``cut`` (a ``fit`` result) renders wrongly: the cut note is not a paragraph of its
+    own at the top, as the last block, or HTML elements opened before it are still open."""
+    tokens = _MD.parse(cut)
+    top = [t for t in tokens if t.level == 0 and t.nesting >= 0]
+    last = top[-1] if top else None
+    problems = []
+    if last is None or last.type != "paragraph_open":
+        problems.append(f"the note is swallowed by {last.type if last else 'nothing'}")
+    else:
+        inline = tokens[tokens.index(last) + 1]
+        if not inline.content.startswith(CUT_NOTE):
+            problems.append(f"the last paragraph is not the note: {inline.content[:60]!r}")
+    where = _WhereIsTheNote()
+    where.feed(_MD.render(cut))  # not closed: an unfinished comment then hides the rest
+    if where.inside != ["p", "strong"]:
+        problems.append(f"the note renders inside {where.inside}" if where.inside is not None
+                        else "the note does not render as text (inside a comment?)")
+    return problems
+
+
+class _WhereIsTheNote(HTMLParser):
+    """The HTML elements open around the cut note's text, as a browser's tokenizer reads the
+    rendered Markdown (stray end tags ignored)."""
+
+    VOID = frozenset({"br", "hr", "img", "input", "meta", "link", "wbr"})
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.inside: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self.open:
+            del self.open[len(self.open) - 1 - self.open[::-1].index(tag):]
+
+    def handle_data(self, data: str) -> None:
+        if "Cut here:" in data and self.inside is None:
+            self.inside = list(self.open)
+
+
+def test_a_backtick_line_that_is_no_fence_gets_no_lone_fence() -> None:
+    # an outsider's `/align ```` x…` echoed as inline code: a line that starts with five
+    # backticks but holds backticks after them, which no fence does
+    text = "Unknown command:\n\n````` ```` x" + "y" * 40_000 + " `````\n\n" + "more\n" * 8000
+    cut = fit(text, COMMENT_LIMIT, None)
+    assert len(cut) <= COMMENT_LIMIT
+    assert note_problems(cut) == [], cut[-300:]
+    assert "\n`````\n" not in cut
+
+
+@pytest.mark.parametrize(("text", "closer"), [
+    ("intro\n\n````python\n" + "code\n" * 20_000, "\n````\n\n" + CUT_NOTE),
+    ("intro\n\n   ~~~~~\n" + "code ```\n" * 20_000, "\n~~~~~\n\n" + CUT_NOTE),
+    ("<details><summary>repro</summary>\n\n```python\n" + "x = 1\n" * 20_000 + "```\n\n"
+     "</details>\n", "\n```\n\n</details>\n\n" + CUT_NOTE),
+    ("<!-- a comment\n" + "x\n" * 40_000 + "-->\n", "\n-->\n\n" + CUT_NOTE),
+    ("<pre>\n" + "x\n" * 40_000 + "</pre>\n", "\n</pre>\n\n" + CUT_NOTE),
+    ("- item\n\n  ```\n" + "  code\n" * 20_000, "\n\n" + CUT_NOTE),  # the list ends it
+    ("> ```\n" + "> code\n" * 20_000, "\n\n" + CUT_NOTE),  # the quote ends it
+    ("    indented\n" * 10_000, "\n\n" + CUT_NOTE),
+])
+def test_exactly_what_the_cut_left_open_is_closed(text: str, closer: str) -> None:
+    cut = fit(text, COMMENT_LIMIT, None)
+    assert len(cut) <= COMMENT_LIMIT
+    assert closer in cut, cut[-200:]
+    assert note_problems(cut) == []
+
+
+# No `--`: Python's HTML tokenizer, which checks the result, ends a comment at `--\n>` (a
+# browser's does not), and a raw HTML block left open holds the lines after it.
+@pytest.mark.parametrize("depth", [600, 100_000])
+@pytest.mark.parametrize("nest", ["> ", "- ", "1. "])
+def test_markdown_nested_deep_is_cut_without_a_traceback(depth: int, nest: str) -> None:
+    # a fence opened 600 or 100,000 levels deep, then more lines of the same containers: the
+    # parser stops at 20 levels and drops what is deeper
+    text = nest * depth + "```\n" + (nest.strip() + " code\n") * 20_000
+    cut = fit(text, COMMENT_LIMIT, None)
+    assert len(cut) <= COMMENT_LIMIT
+    assert note_problems(cut) == [], cut[-300:]
+
+
+_WORDS = st.sampled_from(["word", "`code`", "```` x", "``` not a fence ```", "~~~ y", "<b>",
+                          "é", "\\", "*", "> q", "- l", "1. n", "#", "***", "===",
+                          "</details>"])
+_PLAIN = st.sampled_from(["word", "`code`", "```` x", "~~~ y", "é", "1. n", "#", "* l"])
+
+
+@st.composite
+def markdown_blocks(draw: st.DrawFn, depth: int = 0) -> list[str]:
+    """Lines of a random Markdown block: paragraphs, fences of varied characters, lengths,
+    indents and info strings (closed, unclosed, closed too short), indented code, HTML blocks
+    of every kind, and lists and quotes holding more blocks."""
+    kinds = ["paragraph", "fence", "indented", "html"] + (["list", "quote"] if depth < 3 else [])
+    kind = draw(st.sampled_from(kinds))
+    body = draw(st.lists(st.lists(_WORDS, min_size=1, max_size=8).map(" ".join),
+                         min_size=1, max_size=30))
+    if kind == "paragraph":
+        return body
+    if kind == "fence":
+        char = draw(st.sampled_from("`~"))
+        length = draw(st.integers(3, 6))
+        fence = " " * draw(st.integers(0, 3)) + char * length
+        info = draw(st.sampled_from(["", "python", "a ` b", "x~y"]))
+        end = draw(st.sampled_from(["", char * length, char * (length - 1), char * (length + 2)]))
+        return [fence + info, *body, *([end] if end else [])]
+    if kind == "indented":
+        return ["    " + line for line in body]
+    if kind == "html":  # raw HTML's own text in plain words (see _PLAIN)
+        body = draw(st.lists(st.lists(_PLAIN, min_size=1, max_size=8).map(" ".join),
+                             min_size=1, max_size=30))
+        opener, closer = draw(st.sampled_from([
+            ("<details><summary>s</summary>", "</details>"), ("<pre>", "</pre>"),
+            ("<!--", "-->"), ("<div>", "</div>"), ("<?php", "?>"), ("<!X", ">")]))
+        # not <![CDATA[: Python's HTML tokenizer, which checks the result, ends it at ]]>,
+        # a browser's (and GitHub's) at the first >, as fit() does
+        inner = draw(markdown_document(depth + 1)) if opener.startswith("<details") else body
+        # a comment is always closed: an open one would hold later `<!--`, whose `--\n>`
+        # ends it for Python's tokenizer (a cut still leaves comments open, and fit() closes)
+        closed = opener == "<!--" or draw(st.booleans())
+        return [opener, "", *inner, *([closer] if closed else [])]
+    inner = draw(markdown_document(depth + 1))
+    if kind == "quote":
+        return ["> " + line if line else ">" for line in inner]
+    marker = draw(st.sampled_from(["- ", "* ", "1. ", "10) "]))
+    pad = " " * len(marker)
+    return [marker + inner[0], *[pad + line if line else "" for line in inner[1:]]]
+
+
+@st.composite
+def markdown_document(draw: st.DrawFn, depth: int = 0) -> list[str]:
+    blocks = draw(st.lists(markdown_blocks(depth), min_size=1, max_size=6 if depth else 12))
+    return [line for block in blocks for line in [*block, ""]][:-1]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                   HealthCheck.data_too_large])
+@given(lines=markdown_document(), share=st.floats(0.05, 0.95), in_bytes=st.booleans(),
+       more=st.sampled_from([None, REPORT_URL]))
+def test_a_cut_of_any_markdown_leaves_the_note_outside_every_block(
+        lines: list[str], share: float, in_bytes: bool, more: str | None) -> None:
+    text = "\n".join(lines) + "\n"
+    size = len(text.encode()) if in_bytes else len(text)
+    limit = max(400, int(size * share))
+    cut = fit(text, limit, more, in_bytes=in_bytes)
+    if size <= limit:
+        assert cut == text
+        return
+    assert (len(cut.encode()) if in_bytes else len(cut)) <= limit
+    kept = _CLOSERS.sub("", cut[:cut.rindex(f"\n\n{CUT_NOTE}")])
+    assert text.startswith(kept), "the cut text is not the start of the text"
+    assert note_problems(cut) == [], cut
 
 
 # -- untrusted text in Markdown --------------------------------------------------------------

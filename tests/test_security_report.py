@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from service import NUMBER, OWNER, REPO, Service, completed, open_pull
 from test_output import markdown_problems, prose_lines, without_code_spans
+from test_security_faults import assert_no_traceback
 
 from bot.alignment import CONFIG_PATH
 from bot.demo import _files, wait_for
@@ -160,3 +161,50 @@ def test_forged_report_posts_nothing_live_and_completes_the_check(
         assert any(u.startswith("https://github.com/pytorch/pytorch/issues/new?") for u in links)
     if case == "marker-in-message":  # shown, as inert text
         assert "alignbot:sticky-comment" in run.output["text"]
+
+
+# The spec writes the report as text: a report nested this deep cannot go through json.dumps.
+DEEP_SPEC = '''\
+import atexit, sys
+from checks import autotest, random_tensor
+
+PATH = sys.argv[sys.argv.index("--json") + 1]
+TEXT = {report!r}.replace('"DEEP"', "[" * {depth} + "]" * {depth})
+
+
+def forge():
+    with open(PATH, "w") as handle:
+        handle.write(TEXT)
+
+
+atexit.register(forge)
+
+
+@autotest(n=1, backward=False)
+def relu(torch):
+    return torch.relu(random_tensor(ndim=1))
+'''
+
+
+@pytest.mark.parametrize("depth", [600, 100_000])
+def test_a_report_nested_deep_fails_the_check_saying_it_is_invalid(
+        depth: int, github_server: Any, make_service: Any) -> None:
+    github = github_server
+    report = json.dumps(forged_report([forged_finding(program={"nodes": "DEEP"})]))
+    base = _files(ROOT / "examples" / "fastops")
+    head = open_pull(github, base, {
+        **base, CONFIG_PATH: CONFIG, "fastops.py": base["fastops.py"] + b"\n# faster\n",
+        "hostile.py": DEEP_SPEC.format(report=report, depth=depth).encode()},
+        title="Speed up relu", author="mallory")
+    service: Service = make_service()
+    service.deliver(github, "pull_request",
+                    github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER))
+    wait_for(lambda: completed(github, head), TIMEOUT, "the check run and the comment")
+
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    assert run.status == "completed" and run.conclusion == "failure"
+    said = "its report is invalid: it nests deeper than 64 levels"
+    assert said in run.output["summary"], run.output["summary"]
+    (comment,) = github.comments_on(OWNER, REPO, NUMBER)
+    assert said in comment.body
+    assert_no_traceback(service)

@@ -13,11 +13,14 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ValidationError
 
+from .. import nesting
 from .model import RepoConfig
 
 CONFIG_PATH = ".github/alignbot.yml"
 MAX_CONFIG_BYTES = 64 * 1024
 MAX_NODES = 10_000  # YAML aliases can make a tiny file expand enormously ("billion laughs")
+MAX_DEPTH = nesting.MAX_DEPTH
+_TOO_DEEP = f"values nest deeper than {MAX_DEPTH} levels"
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,7 @@ _Loader.add_implicit_resolver(_FLOAT, re.compile(r"""^(?:
 
 def _parse(text: str, path: str) -> tuple[yaml.Node | None, Any]:
     try:
+        _check_depth(text, path)  # PyYAML composes nodes recursively: measure first
         loader = _Loader(text)
         try:
             node = loader.get_single_node()
@@ -96,16 +100,35 @@ def _parse(text: str, path: str) -> tuple[yaml.Node | None, Any]:
     return node, data
 
 
+def _check_depth(text: str, path: str) -> None:
+    """Refuse collections nested deeper than ``MAX_DEPTH``, from the parser's events (read
+    without recursion), naming the line where the limit is passed."""
+    depth = 0
+    for event in yaml.parse(text, Loader=_Loader):
+        if isinstance(event, yaml.CollectionStartEvent):
+            depth += 1
+            if depth > MAX_DEPTH:
+                line, column = (event.start_mark.line + 1, event.start_mark.column + 1) \
+                    if event.start_mark is not None else (1, 1)
+                raise ConfigError(path, [ConfigProblem(line, column, "", _TOO_DEEP)])
+        elif isinstance(event, yaml.CollectionEndEvent):
+            depth -= 1
+
+
 def _check_tree(root: yaml.Node, path: str) -> None:
-    """Reject duplicate keys (YAML keeps the last one silently) and alias bombs."""
+    """Reject duplicate keys (YAML keeps the last one silently), alias bombs, and values
+    nested too deep through aliases."""
     problems: list[ConfigProblem] = []
-    count, stack = 0, [root]
+    count, stack = 0, [(root, 1)]
     while stack:
-        node = stack.pop()
+        node, depth = stack.pop()
         count += 1
         if count > MAX_NODES:
             raise ConfigError(path, [ConfigProblem(1, 1, "", f"the file expands to more than "
                                                    f"{MAX_NODES} values (aliases?)")])
+        if depth > MAX_DEPTH:
+            raise ConfigError(path, [ConfigProblem(
+                node.start_mark.line + 1, node.start_mark.column + 1, "", _TOO_DEEP)])
         if isinstance(node, yaml.MappingNode):
             seen: dict[Any, int] = {}
             for key, value in node.value:
@@ -116,9 +139,9 @@ def _check_tree(root: yaml.Node, path: str) -> None:
                         f"key `{name}` appears twice (first on line {seen[name]})"))
                 elif name is not None:
                     seen[name] = key.start_mark.line + 1
-                stack += [key, value]
+                stack += [(key, depth + 1), (value, depth + 1)]
         elif isinstance(node, yaml.SequenceNode):
-            stack += node.value
+            stack += [(item, depth + 1) for item in node.value]
     if problems:
         raise ConfigError(path, sorted(problems, key=lambda p: (p.line, p.column)))
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..nesting import map_strings
 from . import child, confine, view
 from .paths import TMP_DIRS
 from .plan import SandboxLimits, _Plan, _size
@@ -76,13 +77,8 @@ def scrub(text: str) -> str:
 
 
 def _scrub_data(value: Any) -> Any:
-    if isinstance(value, str):
-        return scrub(value)
-    if isinstance(value, list):
-        return [_scrub_data(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _scrub_data(v) for k, v in value.items()}
-    return value
+    """Every string in JSON data scrubbed, without recursion: the data is untrusted."""
+    return map_strings(value, scrub)
 
 
 def _tail(data: bytes) -> str:

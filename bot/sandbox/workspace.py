@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .. import nesting
 from . import cgroup
 from .child import MIB
 from .paths import exposed_paths, hidden_paths
@@ -304,10 +305,15 @@ def _read_report(work: Path, folder: str, name: str) -> tuple[dict[str, Any] | N
         data = handle.read(REPORT_MAX_BYTES + 1)
     if len(data) > REPORT_MAX_BYTES:
         return None, f"its report is larger than {_size(REPORT_MAX_BYTES)}"
+    too_deep = f"its report is invalid: it nests deeper than {nesting.MAX_DEPTH} levels"
     try:
         report = json.loads(data)
-    except (ValueError, RecursionError) as exc:
+    except RecursionError:
+        return None, too_deep
+    except ValueError as exc:
         return None, f"its report is not valid JSON ({type(exc).__name__})"
     if not isinstance(report, dict) or not isinstance(report.get("findings"), list):
         return None, "its report is not an object with a `findings` list"
+    if nesting.too_deep(report):  # before anything walks it
+        return None, too_deep
     return _scrub_data(report), ""
