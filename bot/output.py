@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, cast
 
-from checks import causes as causes_of
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from checks import causes as causes_of
 from checks.markdown import Trusted, defuse, inline, no_comment, visible
 from checks.report import candidate_line as candidate_line  # what alignment.py shows
 from checks.report import environment, packages_line
