@@ -26,6 +26,7 @@ from .explore import Exploration
 from .findings import Finding
 from .minimize import MinimizeOptions, merge_same_bugs, minimize_all
 from .spec import Spec, SpecSource
+from .stopping import worker_signals
 
 # What a worker reports while a task runs: ("program", fingerprints), ("finding", None),
 # ("call", calls) or ("note", text); the parent passes them on with the task's index.
@@ -288,11 +289,9 @@ def minimize(workers: Workers, findings: list[Finding],
 
 def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
     """A worker: start the candidate, then run tasks until told to stop (None, or the
-    parent gone). SIGTERM kills its candidates, never leaving one behind. Ctrl-C on a
-    terminal reaches the whole process group: the parent alone decides what it means (a
-    partial report), so a worker waits for its SIGTERM."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    signal.signal(signal.SIGINT, _ignore)  # not SIG_IGN: that would be inherited over exec
+    parent gone). SIGTERM kills its candidates, never leaving one behind; Ctrl-C and a
+    hangup are the parent's to act on (:func:`checks.stopping.worker_signals`)."""
+    worker_signals()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_routed_warnings(results))
         candidate = CandidateProcess(setup.config)
@@ -334,10 +333,6 @@ def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _ignore(signum: int, frame: Any) -> None:
-    pass
 
 
 def _tasks(tasks: Connection) -> Iterator[tuple[str, int, Any]]:

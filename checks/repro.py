@@ -13,10 +13,12 @@ and its control run (``--control``: the reference on both sides) agrees with exi
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import keyword
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -320,16 +322,27 @@ def run_script(script: str, python: str = sys.executable, timeout: float = 600.0
                args: list[str] | None = None, env: dict[str, str] | None = None
                ) -> tuple[int, str]:
     """Run a script in a fresh interpreter in an empty folder; its exit status and output
-    (stdout, then stderr)."""
+    (stdout, then stderr). It runs in a session of its own, killed whole when it times out
+    or this process is stopped: the candidate side a repro starts goes with it."""
     with tempfile.TemporaryDirectory(prefix="alignbot-repro-") as tmp:
         path = Path(tmp) / "repro.py"
         path.write_text(script)
-        try:
-            proc = subprocess.run([python, str(path), *(args or [])], capture_output=True,
-                                  text=True, timeout=timeout, cwd=tmp, env=env)
-        except subprocess.TimeoutExpired:
-            return -1, f"the repro did not finish within {timeout:g} s"
-    return proc.returncode, (proc.stdout[-3000:] + proc.stderr[-3000:])
+        with subprocess.Popen([python, str(path), *(args or [])], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=tmp, env=env,
+                              start_new_session=True) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return -1, f"the repro did not finish within {timeout:g} s"
+            finally:  # also what the script left running, and when this process is stopped
+                _kill_session(proc)
+    return proc.returncode, (stdout[-3000:] + stderr[-3000:])
+
+
+def _kill_session(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def status_line(output: str) -> dict[str, Any] | None:
