@@ -18,6 +18,7 @@ from typing import Literal, NoReturn, TypeAlias
 from . import catalog, jobs, presets, shards
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
+from .capabilities import PRECISIONS, CapabilityError, of_candidate
 from .dsl import DslError
 from .engine import CheckResult, Interrupted, check
 from .findings import Finding
@@ -135,6 +136,13 @@ def add_commands(commands: Commands) -> None:
                      help="relative tolerance for every spec (with --atol)")
     chk.add_argument("--atol", type=float, metavar="A",
                      help="absolute tolerance for every spec (with --rtol)")
+    chk.add_argument("--gradients", action=argparse.BooleanOptionalAction, default=None,
+                     help="compare gradients (--no-gradients: the candidate computes none; "
+                          "default: what its prelude's alignbot_capabilities says, else yes)")
+    chk.add_argument("--precision", metavar="DTYPE", choices=PRECISIONS,
+                     help="the candidate computes in this precision: allow its tolerances "
+                          f"({', '.join(PRECISIONS)}; default: its prelude's "
+                          "alignbot_precision)")
     chk.add_argument("--no-timings", action="store_true",
                      help="leave seconds out of the JSON report (byte-identical reruns)")
     chk.set_defaults(func=cmd_check)
@@ -296,14 +304,23 @@ class _Here:
         self.stack = stack
         self.candidate = stack.enter_context(CandidateProcess(config))
         self.started = [self.candidate]
+        self.capabilities = of_candidate(self.candidate.declared, args.gradients,
+                                         args.precision)
+        self.specs = [self.capabilities.apply(spec) for spec in specs]
 
     @property
     def version(self) -> str:
         return self.candidate.version
 
     def check(self) -> CheckResult:
-        return check(self.specs, self.candidate, seed=self.args.seed, n=self.args.n,
-                     on_program=self.progress.programs)
+        try:
+            result = check(self.specs, self.candidate, seed=self.args.seed, n=self.args.n,
+                           on_program=self.progress.programs)
+        except Interrupted as exc:
+            exc.result.capabilities = self.capabilities
+            raise
+        result.capabilities = self.capabilities
+        return result
 
     def minimize(self, findings: list[Finding]) -> None:
         args = self.args
@@ -328,7 +345,8 @@ class _InWorkers:
                                    tuple(args.third), args.third_python or sys.executable,
                                    timings=not args.no_timings)
         tolerances = (args.rtol, args.atol) if args.rtol is not None else None
-        setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking)
+        setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking,
+                           gradients=args.gradients, precision=args.precision)
         self.specs, self.progress = specs, progress
         self.workers = stack.enter_context(jobs.Workers(setup, min(args.jobs, len(specs))))
 
@@ -459,7 +477,7 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
         print(f"alignbot: error: {exc}", file=sys.stderr)
     except CandidateStartError as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
-    except (SpecError, DslError, jobs.WorkerDied) as exc:
+    except (SpecError, DslError, jobs.WorkerDied, CapabilityError) as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
     except KeyboardInterrupt as exc:
         print("alignbot: interrupted", file=sys.stderr)

@@ -21,6 +21,7 @@ from multiprocessing.process import BaseProcess
 from typing import Any, TextIO
 
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
+from .capabilities import Capabilities, CapabilityError, of_candidate
 from .engine import CheckResult, Interrupted, Merger, Stats, run_spec
 from .explore import Exploration
 from .findings import Finding
@@ -64,6 +65,8 @@ class Setup:
     n: int | None = None
     tolerances: tuple[float, float] | None = None  # (rtol, atol) for every spec
     shrinking: Shrinking = field(default_factory=Shrinking)
+    gradients: bool | None = None  # --gradients / --no-gradients; None: as the prelude says
+    precision: str | None = None  # --precision
 
     def specs(self) -> dict[str, Spec]:
         specs = {spec.name: spec for spec in self.source.load()}
@@ -103,6 +106,7 @@ class Workers:
         self.version = ""  # the candidate's
         self.packages: dict[str, str] = {}  # what the candidate's prelude imported
         self.reference = ""  # torch's
+        self.capabilities = Capabilities()  # what the candidate declared, as resolved
         self._workers: list[_Worker] = []
 
     def __enter__(self) -> Workers:
@@ -124,7 +128,7 @@ class Workers:
                     kind, _, payload = self._receive(worker, "starting")
                 if kind == "failed":
                     raise payload
-                self.version, self.reference, self.packages = payload
+                self.version, self.reference, self.packages, self.capabilities = payload
         except BaseException:
             self.stop(force=True)
             raise
@@ -218,7 +222,8 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
     the programs judged of those cut short."""
     setup = workers.setup
     result = CheckResult(reference=workers.reference, candidate=setup.config.name,
-                         seed=setup.seed, packages=dict(workers.packages))
+                         seed=setup.seed, packages=dict(workers.packages),
+                         capabilities=workers.capabilities)
     seen: set[str] = set()
     done: dict[int, SpecRun] = {}
     partial: dict[int, SpecRun] = {}  # specs that Ctrl-C cut short
@@ -308,10 +313,14 @@ def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
                     wait_for([starting])
             try:
                 version = starting.result()
-            except CandidateStartError as exc:
+                capabilities = of_candidate(candidate.declared, setup.gradients,
+                                            setup.precision)
+            except (CandidateStartError, CapabilityError) as exc:
                 results.send(("failed", -1, exc))
                 return
-            results.send(("ready", -1, (version, str(torch.__version__), candidate.packages)))
+            specs = {name: capabilities.apply(spec) for name, spec in specs.items()}
+            results.send(("ready", -1, (version, str(torch.__version__), candidate.packages,
+                                        capabilities)))
             for kind, index, payload in _tasks(tasks):
                 try:
                     if kind == "spec":

@@ -145,6 +145,14 @@ class Cause(TypedDict):
     members: list[CauseMember]
 
 
+class CapabilitiesEntry(TypedDict):
+    """What the candidate can do (checks/capabilities.py): whether gradients were compared,
+    the precision whose tolerances were allowed, and who declared each."""
+    gradients: bool
+    precision: str | None
+    declared_by: dict[str, str]  # "gradients"/"precision" -> "prelude" or "command line"
+
+
 class Report(TypedDict):
     """The whole report (``checks.report.to_json``)."""
     report_version: int
@@ -161,3 +169,4 @@ class Report(TypedDict):
     findings: list[FindingEntry]
     causes: list[Cause]  # the findings grouped by root cause, most members first
     exploration: list[SpecExploration]  # the specs run to the end, in order
+    capabilities: NotRequired[CapabilitiesEntry]  # absent: full PyTorch, nothing declared
