@@ -165,10 +165,9 @@ class SpecExploration(_Strict):
 class Capabilities(_Strict):
     """What the candidate declared it cannot do (checks/capabilities.py)."""
 
-    gradients: bool = True
-    precision: Literal["float16", "bfloat16", "float32", "float64"] | None = None
-    declared_by: dict[Literal["gradients", "precision"],
-                      Literal["prelude", "command line"]] = Field(default_factory=dict)
+    gradients: bool
+    precision: Literal["float16", "bfloat16", "float32", "float64"] | None
+    declared_by: dict[Literal["gradients", "precision"], Literal["prelude", "command line"]]
 
 
 class EngineReport(_Strict):

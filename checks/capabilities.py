@@ -7,16 +7,19 @@ decides, and :meth:`Capabilities.apply` turns it into what the specs compare."""
 from __future__ import annotations
 
 import dataclasses
+import typing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from .compare import TOLERANCES
 from .spec import Spec
 
+Precision = typing.Literal["float16", "bfloat16", "float32", "float64"]  # report_types' too
+
 if TYPE_CHECKING:  # report_types imports triage, which imports the engine, which imports this
     from .report_types import CapabilitiesEntry
 
-PRECISIONS = ("float16", "bfloat16", "float32", "float64")
+PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
 KNOWN = frozenset({"gradients"})  # the keys alignbot_capabilities may hold
 
 
@@ -50,8 +53,9 @@ class Capabilities:
         return dataclasses.replace(spec, **changes) if changes else spec
 
     def to_json(self) -> CapabilitiesEntry:
-        return {"gradients": self.gradients, "precision": self.precision,
-                "declared_by": dict(self.declared_by)}
+        return typing.cast("CapabilitiesEntry", {
+            "gradients": self.gradients, "precision": self.precision,
+            "declared_by": dict(self.declared_by)})
 
 
 def resolve(declared: Any, declared_precision: Any, gradients: bool | None = None,

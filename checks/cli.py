@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, TypeAlias
 
-from . import catalog, jobs, presets, shards
+from . import catalog, jobs, presets, shards, warm
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .capabilities import PRECISIONS, CapabilityError, of_candidate
@@ -334,6 +334,7 @@ class _Here:
     def kill(self) -> None:
         for process in self.started:  # do not wait for a program in flight
             process.kill()
+        warm.close_all()  # and the script a warm interpreter runs
 
 
 class _InWorkers:

@@ -20,6 +20,7 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TextIO
 
+from . import warm
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .capabilities import Capabilities, CapabilityError, of_candidate
 from .engine import CheckResult, Interrupted, Merger, Stats, run_spec
@@ -337,6 +338,7 @@ def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
         except KeyboardInterrupt:
             for process in (candidate, *thirds):  # a program may be in flight: no waiting
                 process.kill()
+            warm.close_all()  # and a repro's control run
     # Its candidates are closed: tearing down an interpreter that holds torch takes seconds
     # and keeps nothing.
     sys.stdout.flush()

@@ -145,12 +145,15 @@ class Cause(TypedDict):
     members: list[CauseMember]
 
 
+Precision: TypeAlias = Literal["float16", "bfloat16", "float32", "float64"]
+
+
 class CapabilitiesEntry(TypedDict):
     """What the candidate can do (checks/capabilities.py): whether gradients were compared,
     the precision whose tolerances were allowed, and who declared each."""
     gradients: bool
-    precision: str | None
-    declared_by: dict[str, str]  # "gradients"/"precision" -> "prelude" or "command line"
+    precision: Precision | None
+    declared_by: dict[Literal["gradients", "precision"], Literal["prelude", "command line"]]
 
 
 class Report(TypedDict):
