@@ -387,7 +387,7 @@ def test_every_push_of_a_pull_request_checks_with_its_seed_and_align_seed_overri
         seeds.append(int(args[args.index("--seed") + 1]))
         return SandboxResult(empty_report(seeds[-1]).dump(), 0, None, "", "", 0.1)
 
-    setup.job.sandbox = sandbox
+    setup.job.sandbox = sandbox  # type: ignore[assignment]
     tree = {**_files(ROOT / "examples" / "fastops"), CONFIG_PATH: config,
             "README.md": b"faster\n"}
     for push in range(3):
