@@ -33,6 +33,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import yaml
@@ -41,7 +42,7 @@ from .findings import Kind
 
 if TYPE_CHECKING:
     from .findings import Finding
-    from .report_types import FindingEntry
+    from .report_types import FindingEntry, KnownMark
 
 KNOWN_PATH = ".github/alignbot-known.yml"
 MAX_KNOWN_BYTES = 256 * 1024
@@ -100,6 +101,12 @@ class KnownEntry:
             return self.fingerprint
         return " ".join(f"{name}={getattr(self, name)}" for name in PATTERN_FIELDS
                         if getattr(self, name) is not None)
+
+    def mark(self) -> KnownMark:
+        """The entry as a report names it (a finding's ``known``, the report's
+        ``known_fixed``)."""
+        return {"entry": self.describe(), "reason": self.reason, "upstream": self.upstream,
+                "line": self.line}
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,17 @@ class _Facts:
             except Exception:  # a program this version cannot read: about no dtype
                 self._dtype = ""
         return self._dtype
+
+
+def read_known(path: Path) -> KnownFile:
+    """The file at ``path``, read within the size limit; :class:`KnownFileError` for a file
+    that cannot be read or parsed."""
+    try:
+        with path.open("rb") as file:
+            data = file.read(MAX_KNOWN_BYTES + 1)
+    except OSError as exc:
+        raise KnownFileError(str(path), 1, f"cannot read it: {exc.strerror}") from exc
+    return load_known(data.decode("utf-8", errors="replace"), str(path))
 
 
 def load_known(text: str, source: str = KNOWN_PATH) -> KnownFile:

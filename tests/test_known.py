@@ -3,10 +3,14 @@ hostile file refused naming its line, the file written from findings and read ba
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from checks.cli import main
 from checks.known import KnownFileError, load_known, write_known
 
 
@@ -89,3 +93,47 @@ def test_written_file_reads_back_keeps_reasons_and_is_stable() -> None:
     assert [e.op for e in known.entries[1:]] == ["torch.Tensor.__getitem__[[]x]", "torch.add"]
     assert known.match(_finding("dddddddddddd")) is None
     assert "gone" not in text
+
+
+PADDLE_PYTHON = os.environ.get("ALIGNBOT_PADDLE_PYTHON", "")
+# one planted bug, in a prelude override of one module's forward (its functional agrees)
+PLANTED_PADDLE = """\
+import paddle
+paddle.enable_compat()
+import torch
+_forward = torch.nn.Softplus.forward
+torch.nn.Softplus.forward = lambda self, input: _forward(self, input) * 1.001
+"""
+
+
+@pytest.mark.paddle
+@pytest.mark.skipif(not os.path.exists(PADDLE_PYTHON),
+                    reason="set ALIGNBOT_PADDLE_PYTHON (make test does)")
+def test_paddle_written_known_file_leaves_only_a_planted_bug_new(tmp_path: Path) -> None:
+    """Paddle's pre-existing divergences written into the file: the same code checked
+    against it has no new finding; a bug planted in one op is the one new finding."""
+    known = tmp_path / ".github" / "alignbot-known.yml"
+    common = ["check", "--python", PADDLE_PYTHON, "--n", "4", "--jobs", "1", "--no-progress",
+              "--ops", "activations.leaky_relu,activations.threshold,activations.softplus"]
+    assert main([*common, "--candidate", "paddle", "--write-known", str(known)]) == 0
+    written = load_known(known.read_text())
+    assert len(written.entries) >= 3  # leaky_relu's gradients, threshold missing
+    fixed = len(known.read_text().splitlines()) + 1
+    known.write_text(known.read_text() + '  - fingerprint: "0123456789ab"\n'
+                     '    spec: activations.softplus\n    reason: was wrong\n')
+
+    def new_findings(*who: str) -> tuple[int, list[dict[str, Any]], dict[str, Any]]:
+        report = tmp_path / "report.json"
+        code = main([*common, *who, "--known", str(known), "--no-minimize",
+                     "--json", str(report)])
+        data = json.loads(report.read_text())
+        return code, [f for f in data["findings"] if "known" not in f], data
+
+    code, new, data = new_findings("--candidate", "paddle")
+    assert (code, new) == (0, [])
+    assert len(data["findings"]) == len(written.entries)
+    assert data["known_fixed"] == [{"entry": "0123456789ab", "reason": "was wrong",
+                                    "upstream": None, "line": fixed}]
+    code, new, data = new_findings("--prelude", PLANTED_PADDLE)
+    assert code == 1 and [(f["op"], f["kind"]) for f in new] == \
+        [("torch.nn.Softplus", "value-mismatch")]
