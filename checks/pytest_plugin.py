@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from .known import KNOWN_PATH, KnownEntry, KnownFileError, read_known
+from .known import KNOWN_PATH, KnownEntry, KnownFile, KnownFileError, read_known
 
 if TYPE_CHECKING:
     from .candidate import CandidateConfig, CandidateProcess
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PATTERNS = ["align_*.py"]
 _CANDIDATE = pytest.StashKey["CandidateProcess"]()
-_KNOWN = pytest.StashKey["KnownFile"]()
+_KNOWN = pytest.StashKey[KnownFile]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
