@@ -104,6 +104,15 @@ class KnownMark(_Strict):
     line: Count
 
 
+class Rechecked(_Strict):
+    """A baseline finding the head did not draw, its repro replayed on the head."""
+
+    fingerprint: Fingerprint
+    kind: Kind
+    op: Name
+    agrees: bool
+
+
 class EngineFinding(_Strict):
     """One finding as ``Finding.to_json`` writes it, with what minimizing adds (all optional:
     ``--no-minimize`` leaves them out)."""
@@ -140,6 +149,8 @@ class EngineFinding(_Strict):
     judged_alone: bool | None = None  # its call, fed the reference's inputs (checks/calls.py)
     downstream_of: list[Upstream] | None = Field(default=None, max_length=MAX_UPSTREAM)
     known: KnownMark | None = None  # with --known: the entry that expects it
+    baseline: Literal["new", "pre-existing"] | None = None  # with --baseline
+    drawn_fingerprint: Fingerprint | None = None  # as drawn, when minimizing changed it
 
 
 class CauseMember(_Strict):
@@ -190,6 +201,7 @@ class EngineReport(_Strict):
     causes: list[Cause] | None = Field(default=None, max_length=MAX_FINDINGS)
     exploration: list[SpecExploration] | None = Field(default=None, max_length=MAX_SPECS)
     known_fixed: list[KnownMark] | None = Field(default=None, max_length=MAX_FINDINGS)
+    rechecked: list[Rechecked] | None = Field(default=None, max_length=MAX_FINDINGS)
 
     def dump(self) -> dict[str, Any]:
         """JSON data for the job's result (read again by ``latest_report``)."""

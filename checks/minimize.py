@@ -159,9 +159,12 @@ def minimize_all(findings: list[Finding], specs: list[Spec], candidate: Candidat
                 candidate.kill()
             finding.extra["minimize_error"] = minimize_error(exc)
             continue
+        drawn = finding.fingerprint
         finding.program, finding.message = result.program, result.message
         if finding.kind in MISMATCH_KINDS:  # the keywords the minimized call still needs
             finding.signature = result.signature
+        if finding.fingerprint != drawn:  # a baseline matches the next run's draws by it
+            finding.extra["drawn_fingerprint"] = drawn
         if not timings:
             result.shrink["seconds"] = None
         finding.extra.update(result.report_fields())
