@@ -384,7 +384,9 @@ class AlignmentJob:
         if root is None:
             ctx.classified.base_problem = failed.failure
             return None
-        args = _check_args(config, ctx.specs, root, seed, payload.get("n"))
+        # as drawn: the head's check replays the program that showed a finding here to
+        # tell a fix from a draw that missed it, and minimizes only what is new
+        args = [*_check_args(config, ctx.specs, root, seed, payload.get("n")), "--no-minimize"]
         result = self.sandbox(root, config, args, self.limits, self.containment,
                               stop=stop_event())
         try:

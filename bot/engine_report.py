@@ -113,6 +113,22 @@ class Rechecked(_Strict):
     agrees: bool
 
 
+Scalar = float | int | bool | Annotated[str, StringConstraints(max_length=100)]
+
+
+class Numbers(_Strict):
+    """The value that differs on both sides (checks/numbers.py)."""
+
+    name: Name
+    shape: list[Count] = Field(max_length=64)
+    expected: list[Scalar] = Field(max_length=16)
+    actual: list[Scalar] = Field(max_length=16)
+    largest_difference: Scalar
+    at: list[Count] = Field(max_length=64)
+    expected_at: Scalar
+    actual_at: Scalar
+
+
 class EngineFinding(_Strict):
     """One finding as ``Finding.to_json`` writes it, with what minimizing adds (all optional:
     ``--no-minimize`` leaves them out)."""
@@ -151,6 +167,7 @@ class EngineFinding(_Strict):
     known: KnownMark | None = None  # with --known: the entry that expects it
     baseline: Literal["new", "pre-existing"] | None = None  # with --baseline
     drawn_fingerprint: Fingerprint | None = None  # as drawn, when minimizing changed it
+    numbers: Numbers | None = None  # the differing value on both sides
 
 
 class CauseMember(_Strict):

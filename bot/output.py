@@ -295,6 +295,37 @@ def grouped(findings: list[EngineFinding]) -> tuple[list[Cause], dict[str, Engin
     return causes_of.group(entries), {f.fingerprint: f for f in findings}
 
 
+def _number(value: float | int | bool | str) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def numbers_of(findings: list[EngineFinding]) -> dict[str, dict[str, str]]:
+    """Each finding's numbers as the texts a template shows (``bot.engine_report.Numbers``):
+    the value's name, shape, the first elements on each side, the largest difference and
+    where, with both values there."""
+    shown: dict[str, dict[str, str]] = {}
+    for finding in findings:
+        n = finding.numbers
+        if n is None:
+            continue
+        more = ", …" if len(n.expected) < _elements(n.shape) else ""
+        shown[finding.fingerprint] = {
+            "name": n.name, "shape": "[" + ", ".join(map(str, n.shape)) + "]",
+            "expected": "[" + ", ".join(map(_number, n.expected)) + more + "]",
+            "actual": "[" + ", ".join(map(_number, n.actual)) + more + "]",
+            "largest": _number(n.largest_difference),
+            "at": n.name + ("[" + ", ".join(map(str, n.at)) + "]" if n.at else ""),
+            "expected_at": _number(n.expected_at), "actual_at": _number(n.actual_at)}
+    return shown
+
+
+def _elements(shape: list[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
+
+
 def _packages(report: EngineReport | None) -> str:
     return packages_line(report.candidate_packages or {}) if report else ""
 
@@ -310,7 +341,8 @@ def check_output(ctx: CheckContext) -> CheckOutput:
         seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate, packages=packages,
         causes=causes, isolation=ctx.isolation, limits=ctx.limits, findings=findings,
         changes=ctx.classified)
-    text = env.get_template("check_run_text.md.j2").render(causes=causes, by_print=by_print)
+    text = env.get_template("check_run_text.md.j2").render(causes=causes, by_print=by_print,
+                                                           numbers=numbers_of(findings))
     return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],
                        fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
                        fit(text, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
@@ -324,7 +356,7 @@ def comment_body(ctx: CheckContext) -> str:
         marker=Trusted(MARKER), headline=headline(ctx), failure=_failure(ctx),
         advice=ctx.advice, report=ctx.report, head_sha=ctx.head_sha, tracker=ctx.tracker,
         causes=causes, by_print=by_print, packages=_packages(ctx.report), findings=findings,
-        changes=ctx.classified, known_path=KNOWN_PATH,
+        changes=ctx.classified, known_path=KNOWN_PATH, numbers=numbers_of(findings),
         links={key: new_issue_link(ctx.tracker, f) for key, f in by_print.items()})
     return fit(body, COMMENT_LIMIT, ctx.full_report_url)
 

@@ -10,6 +10,7 @@ from .candidate import CandidateConfig, CandidateProcess
 from .findings import MISMATCH_KINDS, Finding, Kind
 from .isolate import slice_program
 from .minimized import Minimized
+from .numbers import numbers
 from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
 from .program import Program
 from .report_types import Evidence
@@ -118,7 +119,8 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
         signature=current.signature, repro=checked.script, repro_verified=checked.verified,
         repro_output=checked.output, repro_verify_note=checked.note or None,
         repro_reference_only=reference_only, verdict=verdict.verdict,
-        verdict_reason=verdict.reason, evidence=evidence, shrink=shrink)
+        verdict_reason=verdict.reason, evidence=evidence, shrink=shrink,
+        numbers=numbers(program, current, ref, cand) if outcome.observations else None)
     if verdict.verdict is Verdict.REFERENCE_SUSPECT:
         # A draft goes upstream only when PyTorch alone shows the problem in a fresh
         # interpreter: an unverified report would waste the maintainers' time.

@@ -85,6 +85,24 @@ class Rechecked(TypedDict):
     agrees: bool
 
 
+# One element of a tensor: a number, or its repr() where JSON has none (inf, nan, complex).
+Scalar: TypeAlias = float | int | bool | str
+
+
+class Numbers(TypedDict):
+    """The value that differs, on both sides (checks/numbers.py): ``name`` as the repro
+    returns it (``out``, ``grad x``), its first elements flattened, and the largest
+    difference with where it is (``at``: the index) and both values there."""
+    name: str
+    shape: list[int]
+    expected: list[Scalar]  # PyTorch's
+    actual: list[Scalar]  # the candidate's
+    largest_difference: Scalar
+    at: list[int]
+    expected_at: Scalar
+    actual_at: Scalar
+
+
 class FindingExtra(TypedDict, total=False):
     """What a finding carries beyond its identity (``Finding.extra``), each key only in some
     reports: what judging found, then what minimizing added (``Minimized.report_fields``:
@@ -113,6 +131,7 @@ class FindingExtra(TypedDict, total=False):
     # with ``--baseline REPORT``: whether the baseline showed it (then it is not minimized)
     baseline: Literal["new", "pre-existing"]
     drawn_fingerprint: str  # the fingerprint as drawn, when minimizing changed it
+    numbers: Numbers  # minimizing: the differing value on both sides, when both are tensors
 
 
 class FindingEntry(FindingExtra):
