@@ -302,7 +302,7 @@ class AlignmentJob:
         """Run the sandboxed check of ``ctx.specs`` (shard ``payload["shard"]`` of
         ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice."""
         head_sha = ctx.head_sha
-        known, problem = _known_file(repo, head_sha)
+        known, problem = known_file(repo, head_sha)
         if problem is not None:
             ctx.failure, ctx.advice = problem, (
                 f"Fix {KNOWN_PATH} at the line named above: each entry needs a `reason:` and "
@@ -335,7 +335,7 @@ class AlignmentJob:
                 ctx.failure = f"the engine's report was invalid: {exc}"
                 ctx.advice = INVALID_REPORT_ADVICE
             else:
-                if ctx.classified is not None or known is not None:
+                if not payload.get("shards") and (ctx.classified is not None or known):
                     against = ctx.classified or Classified()  # the base's sha, or its problem
                     ctx.classified = classify(ctx.report, base, known)
                     ctx.classified.base_sha = against.base_sha
@@ -402,7 +402,7 @@ class AlignmentJob:
         return report
 
 
-def _known_file(repo: Repository, head_sha: str) -> tuple[KnownFile | None, str | None]:
+def known_file(repo: Repository, head_sha: str) -> tuple[KnownFile | None, str | None]:
     """The head's known divergences (None without the file), or why it is refused."""
     try:
         text = read_text(repo, KNOWN_PATH, head_sha)

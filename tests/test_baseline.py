@@ -10,9 +10,12 @@ from typing import Any
 import pytest
 from service import NUMBER, OWNER, REPO, Service, completed, open_pull
 
+from bot.baseline import classify
 from bot.demo import EXAMPLES, _files, _sha, wait_for
+from bot.engine_report import empty_report, parse_report
 from bot.storage import BASELINES, make_engine, transaction
 from bot.testing.github import GitHubServer
+from checks.known import load_known
 
 EXAMPLE = _files(EXAMPLES / "fastops")
 FASTOPS = EXAMPLE["fastops.py"].decode()
@@ -107,3 +110,38 @@ def test_a_push_fixing_a_known_divergence_asks_to_remove_its_entry(pushes: Any) 
     assert run.conclusion == "success", run.output
     assert "fixed" in run.output["title"] and "known" not in run.output["title"]
     assert "Fixed — remove it from `.github/alignbot-known.yml`:** line 2" in body, body
+
+
+def _finding(fingerprint: str, op: str, **extra: Any) -> dict[str, Any]:
+    return {"fingerprint": fingerprint, "kind": "value-mismatch", "op": op, "spec": "s.x",
+            "message": "m", "count": 1, "observation": "v1", "node": "v1",
+            "program": {"nodes": []}, "signature": "value float32", **extra}
+
+
+def _report(*findings: dict[str, Any], **extra: Any) -> Any:
+    return parse_report({**empty_report().dump(), "specs": ["s.x"], "specs_run": 1,
+                         "findings": list(findings), **extra})
+
+
+def test_findings_are_known_then_pre_existing_then_new_and_a_miss_is_no_fix() -> None:
+    base = _report(_finding("a" * 12, "torch.mm"), _finding("b" * 12, "torch.add"),
+                   _finding("c" * 12, "torch.sub"), _finding("d" * 12, "torch.erf"),
+                   _finding("9" * 12, "torch.exp", drawn_fingerprint="e" * 12))
+    head = _report(_finding("a" * 12, "torch.mm"), _finding("e" * 12, "torch.exp"),
+                   _finding("f" * 12, "torch.mul"), rechecked=[
+                       {"fingerprint": "b" * 12, "kind": "value-mismatch", "op": "torch.add",
+                        "agrees": True},
+                       {"fingerprint": "c" * 12, "kind": "value-mismatch", "op": "torch.sub",
+                        "agrees": False},
+                       {"fingerprint": "d" * 12, "kind": "value-mismatch", "op": "torch.erf",
+                        "agrees": True}])
+    known = load_known("known:\n  - op: torch.mm\n    reason: mm is blocked\n"
+                       "  - op: torch.erf\n    reason: erf rounds\n")
+    got = classify(head, base, known)
+    assert [f.op for f, _ in got.known] == ["torch.mm"]
+    assert [f.op for f in got.pre_existing] == ["torch.exp"]  # by the fingerprint as drawn
+    assert [f.op for f in got.new] == ["torch.mul"]
+    assert [f.op for f in got.fixed] == ["torch.add"]  # its program agrees on the head now
+    assert [f.op for f in got.undrawn] == ["torch.sub"]  # not drawn, and still failing
+    assert [e.op for e in got.known_fixed] == ["torch.erf"]  # fixed: remove the entry
+    assert got.counts() == "2 pre-existing, 1 known, 2 fixed"
