@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
@@ -143,6 +144,7 @@ class AlignmentJob:
     max_shards: int = 1  # the operator's cap on a repository's ``shards``
     work_dir: Path | None = None  # where checkouts go (bot.workdir.WorkFolder); None: /tmp
     sharding: Sharding | None = None  # bot.sharding.Sharding: splits a check into shard jobs
+    status_url: str | None = None  # the App's public address: check runs link the PR's page
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         """Run the job; once its check run exists, every way out completes it, except a
@@ -220,7 +222,8 @@ class AlignmentJob:
             if split is not None:  # its worker died after the split: the shards end the run
                 return split
             self.sharding.close_superseded(job, repo, head_sha)
-        run = _check_run(repo, head_sha, job.key)
+        run = _check_run(repo, head_sha, job.key, self.status_url and (
+            f"{self.status_url}/status/{payload['repo']}/pull/{payload['number']}"))
         runs.append(run)
         started = time.monotonic()
         if text is None:
@@ -405,14 +408,17 @@ def find_check_run(repo: Repository, head_sha: str, key: str) -> Any | None:
     return None
 
 
-def _check_run(repo: Repository, head_sha: str, key: str) -> Any:
-    """The check run for this head, found again by its external id, or a new one."""
+def _check_run(repo: Repository, head_sha: str, key: str, details_url: str | None = None
+               ) -> Any:
+    """The check run for this head, found again by its external id, or a new one (linking
+    ``details_url``, the pull request's status page, when given)."""
     run = find_check_run(repo, head_sha, key)
     if run is not None:
         run.edit(status="in_progress")
         return run
     return repo.create_check_run(name=CHECK_NAME, head_sha=head_sha, status="in_progress",
-                                 external_id=external_id(key, head_sha))
+                                 external_id=external_id(key, head_sha),
+                                 details_url=details_url or NotSet)
 
 
 def _complete(run: Any, output: Any) -> None:

@@ -14,6 +14,7 @@
 - ``trust.py``         ``/ok-to-test`` go-aheads
 - ``locks.py``         named leases (``bot/lease.py``: the upstream digest's)
 - ``shards.py``        checks split into shard jobs (``GroupEnd``: how each ended)
+- ``status.py``        the default branch's checks per commit and their results (``Outcome``)
 """
 
 from .base import Base, BigId, UtcDateTime, utcnow
@@ -37,6 +38,7 @@ from .reminders import (
     ReminderSweep,
 )
 from .shards import SHARD_GROUPS, GroupEnd, ShardGroup
+from .status import STATUS_RESULTS, STATUS_RUNS, Outcome, RunState, StatusResult, StatusRun
 from .trust import OK_TO_TEST, OkToTest
 from .upsert import insert_ignore, upsert
 from .upstream import FILINGS, UPSTREAM, UpstreamFiling, UpstreamItem, UpstreamState
@@ -54,6 +56,8 @@ __all__ = [
     "REPLIES",
     "SENT",
     "SHARD_GROUPS",
+    "STATUS_RESULTS",
+    "STATUS_RUNS",
     "SWEEPS",
     "UPSTREAM",
     "USES",
@@ -69,13 +73,17 @@ __all__ = [
     "JobState",
     "Kind",
     "OkToTest",
+    "Outcome",
     "Phase",
     "PrReminderSettings",
     "ReminderApiCalls",
     "ReminderSent",
     "ReminderSweep",
+    "RunState",
     "SchemaMismatch",
     "ShardGroup",
+    "StatusResult",
+    "StatusRun",
     "SweepLock",
     "UpstreamFiling",
     "UpstreamItem",
