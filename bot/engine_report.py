@@ -31,6 +31,7 @@ MAX_SEED = 2**63 - 1
 MAX_EXAMPLES = 5
 MAX_UPSTREAM = 100  # calls of one drawn program
 MAX_MISSED = 100  # never-drawn alternatives a spec names (checks/explore.py)
+MAX_COVERED = 2_000  # (op, dtype) pairs one spec's draws called
 
 Name = Annotated[str, StringConstraints(max_length=300)]  # a spec, op, observation or node
 Line = Annotated[str, StringConstraints(max_length=10_000)]  # a reason, claim or title
@@ -160,6 +161,9 @@ class SpecExploration(_Strict):
     seen: Count
     drawn: Count
     missed: list[Label] = Field(max_length=MAX_MISSED)
+    # [op, dtype] of each call to one of the spec's ops (older reports lack it)
+    covered: list[Annotated[list[Name], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=list, max_length=MAX_COVERED)
 
 
 class EngineReport(_Strict):

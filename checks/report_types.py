@@ -113,11 +113,13 @@ class FindingEntry(FindingExtra):
 class SpecExploration(TypedDict):
     """What one spec's draws exercised (``checks.explore.Exploration``): alternatives of its
     choice points seen and drawn, and the first ``MAX_MISSED`` never drawn, by label
-    (``reductions.py:42 oneof[2]``)."""
+    (``reductions.py:42 oneof[2]``), and ``[op, dtype]`` of every call to one of its ops
+    (``checks.engine.coverage``: what agrees when no finding names it)."""
     spec: str
     seen: int
     drawn: int
     missed: list[str]
+    covered: list[list[str]]
 
 
 # How the members of a cause fail alike (checks/causes.py); ``finding``: a finding alone.

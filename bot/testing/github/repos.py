@@ -47,8 +47,13 @@ class ReposApi(ApiBase):
     """GET /repos/{owner}/{repo}, contents, tarballs, commits and permissions."""
 
     def get_repo(self, call: Call) -> Reply:
-        """GET /repos/{owner}/{repo}."""
-        return Reply(200, self.v.repo(self.repo(call)))
+        """GET /repos/{owner}/{repo}; with a user's token, what that user may do there."""
+        repo = self.repo(call)
+        out = self.v.repo(repo)
+        if call.user_token is not None:
+            out["permissions"] = self.v.permission(repo, call.user_token.user)["user"][
+                "permissions"]
+        return Reply(200, out)
 
     def get_content(self, call: Call) -> Reply:
         """GET /repos/{owner}/{repo}/contents/{path}: a file, or a directory listing."""

@@ -121,6 +121,12 @@ class Views:
         }
         return {**self.user(user), **extra}
 
+    def private_user(self, user: User) -> Json:
+        """A private-user object (GET /user: the user of the token)."""
+        extra = {"private_gists": 0, "total_private_repos": 0, "owned_private_repos": 0,
+                 "disk_usage": 0, "collaborators": 0, "two_factor_authentication": True}
+        return {**self.public_user(user), **extra}
+
     def app(self) -> Json:
         """The App (integration) object."""
         moment = iso(self.s.created_at)
