@@ -45,6 +45,7 @@ from .output import (
 from .policy import Hold, head_seen
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
+from .seeds import check_seed
 from .storage import installation_gone
 from .webhooks import Event, WebhookRouter
 from .worker import JobLost, JobSuperseded, ensure_current, stop_event
@@ -307,8 +308,7 @@ class AlignmentJob:
                 ctx.advice = ("alignbot unpacks only plain files and folders, and links that "
                               "stay inside the repository.")
                 return
-            args = _check_args(config, ctx.specs, root, head_sha, payload.get("n"),
-                               payload.get("seed"))
+            args = _check_args(config, ctx.specs, root, check_seed(payload), payload.get("n"))
             if payload.get("shards"):
                 args += ["--shard", f"{int(payload['shard'])}/{int(payload['shards'])}"]
             # a newer push (or losing the job) kills the sandbox at once, not at its end
@@ -375,11 +375,11 @@ def _specs(config: RepoConfig, changed: list[str], payload: dict[str, Any]) -> l
     return config.specs_for(changed)
 
 
-def _check_args(config: RepoConfig, specs: list[str], root: Path, head_sha: str,
-                n: int | None = None, seed: int | None = None) -> list[str]:
+def _check_args(config: RepoConfig, specs: list[str], root: Path, seed: int,
+                n: int | None = None) -> list[str]:
     """The engine's arguments; the sandbox adds the candidate's own (preset or prelude).
-    ``n`` and ``seed`` are ``/align``'s overrides of the configured draws and the head's seed."""
-    seed = int(head_sha[:8], 16) if seed is None else seed
+    ``seed`` is the check's (``bot.seeds.check_seed``), ``n`` ``/align``'s override of the
+    configured draws."""
     args = ["--ops", ",".join(specs), "--seed", str(seed),
             "--n", str(config.draws if n is None else n)]
     if config.tolerances is not None:

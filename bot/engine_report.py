@@ -95,6 +95,16 @@ class Upstream(_Strict):
     node: Name
 
 
+class KnownMark(_Strict):
+    """The known-divergences entry a finding matched (checks/known.py), as the engine's
+    ``--known`` wrote it; the App classifies findings against the file itself."""
+
+    entry: Line
+    reason: Line
+    upstream: Line | None
+    line: Count
+
+
 class EngineFinding(_Strict):
     """One finding as ``Finding.to_json`` writes it, with what minimizing adds (all optional:
     ``--no-minimize`` leaves them out)."""
@@ -130,6 +140,7 @@ class EngineFinding(_Strict):
     minimize_error: Line | None = None  # why minimizing this finding failed
     judged_alone: bool | None = None  # its call, fed the reference's inputs (checks/calls.py)
     downstream_of: list[Upstream] | None = Field(default=None, max_length=MAX_UPSTREAM)
+    known: KnownMark | None = None  # with --known: the entry that expects it
 
 
 class CauseMember(_Strict):
@@ -182,6 +193,7 @@ class EngineReport(_Strict):
     findings: list[EngineFinding] = Field(max_length=MAX_FINDINGS)
     causes: list[Cause] | None = Field(default=None, max_length=MAX_FINDINGS)
     exploration: list[SpecExploration] | None = Field(default=None, max_length=MAX_SPECS)
+    known_fixed: list[KnownMark] | None = Field(default=None, max_length=MAX_FINDINGS)
 
     def dump(self) -> dict[str, Any]:
         """JSON data for the job's result (read again by ``latest_report``)."""

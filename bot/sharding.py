@@ -28,6 +28,7 @@ from .github import FileTooLarge, read_text, transient_failures
 from .jobs import ALIGN_SHARD
 from .output import CheckContext, Conclusion
 from .queue import JobRecord, JobRequest
+from .seeds import check_seed
 from .shard_groups import Group, ShardGroups
 from .storage import GroupEnd, installation_gone, utcnow
 from .worker import JobLost, JobSuperseded, current_worker, ensure_current
@@ -189,8 +190,7 @@ class ShardJob:
     def _merge(self, results: list[dict[str, Any] | None], ctx: CheckContext,
                payload: dict[str, Any]) -> str | None:
         """Merge the shards' stored results into ``ctx.report``; what is wrong, or None."""
-        seed = int(payload["head_sha"][:8], 16) if payload.get("seed") is None \
-            else int(payload["seed"])
+        seed = check_seed(payload)
         reports = []
         for index, result in enumerate(results, 1):
             try:

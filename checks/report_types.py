@@ -68,6 +68,14 @@ class Upstream(TypedDict):
     node: str
 
 
+class KnownMark(TypedDict):
+    """The entry of the known-divergences file that a finding matched (checks/known.py)."""
+    entry: str  # what the entry matches: a fingerprint, or its patterns
+    reason: str
+    upstream: str | None
+    line: int  # where the entry starts in its file
+
+
 class FindingExtra(TypedDict, total=False):
     """What a finding carries beyond its identity (``Finding.extra``), each key only in some
     reports: what judging found, then what minimizing added (``Minimized.report_fields``:
@@ -92,6 +100,7 @@ class FindingExtra(TypedDict, total=False):
     upstream_title: str | None
     upstream_url: str | None
     shrink: Shrink
+    known: KnownMark  # with ``--known FILE``: the entry that says this divergence is expected
 
 
 class FindingEntry(FindingExtra):
@@ -163,3 +172,5 @@ class Report(TypedDict):
     findings: list[FindingEntry]
     causes: list[Cause]  # the findings grouped by root cause, most members first
     exploration: list[SpecExploration]  # the specs run to the end, in order
+    # with ``--known FILE``: entries whose spec ran and matched nothing (remove them)
+    known_fixed: NotRequired[list[KnownMark]]

@@ -34,6 +34,7 @@ from bot.github import ApiOptions, GitHubApp, RateLimited
 from bot.output import CHECK_NAME
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
 from bot.sandbox import SandboxResult
+from bot.seeds import pull_request_seed
 from bot.storage import INSTALLATIONS, JOBS, make_engine, migrate, transaction, utcnow
 from bot.testing.github import GitHubServer
 from bot.webhooks import Event
@@ -370,3 +371,31 @@ def test_a_worker_that_lost_its_job_posts_nothing_and_the_new_holder_posts_once(
     record = queue.get(job_id)
     assert record is not None and record.state is JobState.DONE and record.attempts == 2
     assert record.worker == "other/once" and calls == ["sandbox", "sandbox"]
+
+
+def test_every_push_of_a_pull_request_checks_with_its_seed_and_align_seed_overrides(
+        github_server: GitHubServer, tmp_path: Path) -> None:
+    """Three pushes of the same code (new head shas): the same seed, the pull request's, so
+    the same draws and findings; ``/align --seed`` still picks its own."""
+    config = (b'candidate:\n  prelude: import torch\nops:\n  - paths: ["README.md"]\n'
+              b'    specs: ["activations.softplus"]\n')
+    setup = make_setup(github_server, tmp_path, config)
+    seeds: list[int] = []
+
+    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
+                ) -> SandboxResult:
+        seeds.append(int(args[args.index("--seed") + 1]))
+        return SandboxResult(empty_report(seeds[-1]).dump(), 0, None, "", "", 0.1)
+
+    setup.job.sandbox = sandbox  # type: ignore[assignment]
+    tree = {**_files(ROOT / "examples" / "fastops"), CONFIG_PATH: config,
+            "README.md": b"faster\n"}
+    for push in range(3):
+        if push:  # the same files, a new commit (a rebase, an empty commit)
+            setup.head = f"{push:040x}"
+            github_server.push(OWNER, REPO, NUMBER, setup.head, tree=tree)
+        assert (setup.job(setup.record()) or {})["conclusion"] == "success"
+    record = setup.record()
+    record.payload["seed"] = 7
+    setup.job(record)
+    assert seeds == [pull_request_seed(f"{OWNER}/{REPO}", NUMBER)] * 3 + [7]
