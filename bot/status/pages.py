@@ -87,12 +87,12 @@ class StatusPages:
         results = store.results_of(self.engine, [run.id for run in runs])
         latest = runs[0] if runs else None
         current = view.grid([r for r in results if latest is not None and r.run_id == latest.id])
-        runs_view = view.history(runs, results, current)
+        runs_view, seen = view.history(runs, results, current)
         urls = [f.upstream for f in current.findings if f.upstream]
         known = view.known_divergences(current,
                                        store.upstream_states(self.engine, grant.repo, urls))
         return self._page(request, grant, f"{grant.repo}: default branch", current,
-                          subject=latest, runs=runs_view, known=known, pull=None)
+                          subject=latest, runs=runs_view, seen=seen, known=known, pull=None)
 
     def pull_page(self, request: Request, owner: str, repo: str, number: int) -> Response:
         grant = self.authorize(request, owner, repo)
@@ -105,7 +105,8 @@ class StatusPages:
             for row in store.report_results(found[1])]
         current = view.grid(rows)
         return self._page(request, grant, f"{grant.repo}: pull request #{number}", current,
-                          subject=None, runs=[], known=view.known_divergences(current, {}),
+                          subject=None, runs=[], seen=[],
+                          known=view.known_divergences(current, {}),
                           pull={"number": number, "head_sha": found[0] if found else None})
 
     def _page(self, request: Request, grant: Grant, title: str, current: view.Grid,

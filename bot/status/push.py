@@ -3,7 +3,9 @@ op × dtype × kind (``bot/status/store.py``) for the status page and later base
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -15,11 +17,13 @@ from bot.github import FileUnreadable, GitHubApp, InstallationGone, read_text, t
 from bot.jobs import STATUS, status_job
 from bot.output import CheckContext, candidate_line
 from bot.queue import JobRecord, JobRequest
+from bot.seeds import SEED_BITS
 from bot.storage import installation_gone
 from bot.webhooks import Event, PayloadError, WebhookRouter, require
 from bot.worker import ensure_current
+from checks.known import KNOWN_PATH, KnownFileError, load_known
 
-from .store import KnownLookup, record_run
+from .store import KnownLookup, KnownMatch, record_run
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,15 @@ def on_push(event: Event) -> list[JobRequest]:
     repo = require(payload, "repository", "full_name", kind=str)
     installation = require(payload, "installation", "id", kind=int)
     return [status_job(repo, branch, {"installation_id": installation, "repo": repo,
-                                      "branch": branch, "head_sha": after})]
+                                      "branch": branch, "head_sha": after,
+                                      "seed": branch_seed(repo, branch)})]
+
+
+def branch_seed(repo: str, branch: str) -> int:
+    """The seed of a branch's checks: one per repository and branch, whatever the commit, so
+    that consecutive commits draw the same programs and their results compare."""
+    digest = hashlib.sha256(f"{repo.lower()}@{branch}".encode()).digest()
+    return int.from_bytes(digest[:SEED_BITS // 8], "big")
 
 
 def register(router: WebhookRouter) -> None:
@@ -99,20 +111,34 @@ class StatusJob:
         self.checker.check(ctx, config, repo, payload)
         ensure_current()  # superseded by a newer push, or taken over: store nothing
         report = ctx.report.dump() if ctx.report is not None else None
-        return self._store(job, ctx.candidate, report, ctx.failure,
-                           self.known(repo, sha) if report is not None else None)
+        known, note = self.known(repo, sha) if report is not None else (None, None)
+        return self._store(job, ctx.candidate, report, ctx.failure, known, note)
 
-    def known(self, repo: Repository, sha: str) -> KnownLookup | None:
-        """How the findings at ``sha`` are matched against the known-divergences file."""
-        return None
+    def known(self, repo: Repository, sha: str) -> tuple[KnownLookup | None, str | None]:
+        """How the findings at ``sha`` are matched against the repository's known-divergences
+        file (none without the file), or why the file could not be used."""
+        try:
+            text = read_text(repo, KNOWN_PATH, sha)
+            if text is None:
+                return None, None
+            entries = load_known(text, KNOWN_PATH)
+        except (FileUnreadable, KnownFileError) as exc:
+            return None, f"{KNOWN_PATH} was not used: {str(exc)[:500]}"
+
+        def lookup(finding: Mapping[str, Any]) -> KnownMatch | None:
+            entry = entries.match(finding)
+            return None if entry is None else KnownMatch(entry.reason, entry.upstream)
+
+        return lookup, None
 
     def _store(self, job: JobRecord, candidate: str, report: dict[str, Any] | None,
-               failure: str | None, known: KnownLookup | None = None) -> dict[str, Any]:
+               failure: str | None, known: KnownLookup | None = None,
+               note: str | None = None) -> dict[str, Any]:
         payload = job.payload
         run_id = record_run(self.engine, installation_id=payload["installation_id"],
                             repo=payload["repo"], branch=payload["branch"],
                             commit_sha=payload["head_sha"], job_id=job.id, candidate=candidate,
-                            report=report, failure=failure, known=known)
+                            report=report, failure=failure, known=known, note=note)
         log.info("status of %s at %s stored (run %d): %s", payload["repo"],
                  payload["head_sha"][:12], run_id, failure or "complete")
         return {"status_run": run_id, "failure": failure,

@@ -53,6 +53,7 @@ class Run:
     branch: str
     state: str
     failure: str | None
+    note: str | None
     candidate: str
     specs: int
     programs: int
@@ -88,6 +89,15 @@ def _split(dtypes: str) -> list[str]:
     return [d[:100] for d in dict.fromkeys(dtypes.split(",")) if d] or [NO_DTYPE]
 
 
+def marked(finding: Mapping[str, Any]) -> KnownMatch | None:
+    """The known entry the engine marked a finding with (``check --known``), if any."""
+    mark = finding.get("known")
+    if isinstance(mark, Mapping) and isinstance(mark.get("reason"), str):
+        upstream = mark.get("upstream")
+        return KnownMatch(mark["reason"], upstream if isinstance(upstream, str) else None)
+    return None
+
+
 def report_results(report: Mapping[str, Any], known: KnownLookup | None = None
                    ) -> list[dict[str, Any]]:
     """The result rows (without ``run_id``) of one report: a row per finding and dtype, and
@@ -95,7 +105,7 @@ def report_results(report: Mapping[str, Any], known: KnownLookup | None = None
     finding names."""
     rows: dict[tuple[str, str, str, str], dict[str, Any]] = {}
     for finding in report.get("findings") or []:
-        match = known(finding) if known is not None else None
+        match = known(finding) if known is not None else marked(finding)
         detail = {
             "spec": finding.get("spec", ""),
             "message": str(finding.get("message", ""))[:MAX_MESSAGE],
@@ -123,13 +133,14 @@ def report_results(report: Mapping[str, Any], known: KnownLookup | None = None
 def record_run(engine: Engine, *, installation_id: int, repo: str, branch: str,
                commit_sha: str, job_id: int | None, candidate: str,
                report: Mapping[str, Any] | None, failure: str | None = None,
-               known: KnownLookup | None = None) -> int:
-    """Store one commit's check (its report, or why there is none), replacing an earlier
+               known: KnownLookup | None = None, note: str | None = None) -> int:
+    """Store one commit's check (its report, or why there is none; ``note``: what else the
+    page should say, e.g. a known-divergences file that was refused), replacing an earlier
     one of the same commit (a re-run); returns the run's id."""
     state = RunState.COMPLETE if report is not None else RunState.FAILED
     values = {"installation_id": installation_id, "repo": repo, "branch": branch,
               "commit_sha": commit_sha, "job_id": job_id, "candidate": candidate[:255],
-              "state": state.value, "failure": failure,
+              "state": state.value, "failure": failure, "note": note,
               "specs": int((report or {}).get("specs_run", 0)),
               "programs": int((report or {}).get("programs_run", 0)), "created_at": utcnow()}
     rows = report_results(report, known) if report is not None else []
@@ -152,7 +163,7 @@ def last_runs(engine: Engine, installation_id: int, repo: str, limit: int) -> li
                                       STATUS_RUNS.c.repo == repo)
             .order_by(STATUS_RUNS.c.id.desc()).limit(limit)).mappings().all()
     return [Run(row["id"], row["commit_sha"], row["branch"], row["state"], row["failure"],
-                row["candidate"], row["specs"], row["programs"], row["created_at"])
+                row["note"], row["candidate"], row["specs"], row["programs"], row["created_at"])
             for row in found]
 
 

@@ -61,6 +61,22 @@ class RunView:
 
 
 @dataclass
+class SeenView:
+    """A finding of the runs shown, with the first and last commit that had it."""
+
+    fingerprint: str
+    op: str
+    dtype: str
+    kind: str
+    outcome: str  # in the newest run that had it
+    first_seen: str
+    last_seen: str
+    runs: int
+    current: bool  # in the newest run
+    anchor: str
+
+
+@dataclass
 class KnownView:
     reason: str
     upstream: str | None
@@ -126,9 +142,10 @@ def grid(results: Sequence[Result]) -> Grid:
                 sorted({dtype for _, dtype in cells}, key=_dtype_key), cells)
 
 
-def history(runs: Sequence[Run], results: Sequence[Result], current: Grid) -> list[RunView]:
-    """The runs, newest first, with their counts; sets each finding of ``current`` its first
-    and last seen commit among them."""
+def history(runs: Sequence[Run], results: Sequence[Result], current: Grid
+            ) -> tuple[list[RunView], list[SeenView]]:
+    """The runs, newest first, with their counts, and every finding they had with its first
+    and last seen commit (also set on the findings of ``current``)."""
     by_run: dict[int, list[Result]] = {}
     for result in results:
         by_run.setdefault(result.run_id, []).append(result)
@@ -147,7 +164,18 @@ def history(runs: Sequence[Run], results: Sequence[Result], current: Grid) -> li
         commits = seen.get(finding.fingerprint) or []
         finding.last_seen = commits[0] if commits else None
         finding.first_seen = commits[-1] if commits else None
-    return views
+    newest = runs[0].id if runs else None
+    order = {run.id: index for index, run in enumerate(runs)}
+    latest: dict[tuple[str, str, str], Result] = {}
+    for result in sorted(results, key=lambda r: order.get(r.run_id, len(order)), reverse=True):
+        if result.fingerprint:  # oldest first: the newest run's row is kept
+            latest[(result.fingerprint, result.op, result.dtype)] = result
+    timeline = [SeenView(r.fingerprint, r.op, r.dtype, r.kind, r.outcome,
+                         seen[r.fingerprint][-1], seen[r.fingerprint][0],
+                         len(seen[r.fingerprint]), r.run_id == newest, anchor(r.op, r.dtype))
+                for r in latest.values()]
+    timeline.sort(key=lambda s: (not s.current, s.op, s.dtype, s.fingerprint))
+    return views, timeline
 
 
 def known_divergences(current: Grid, upstream: Mapping[str, Mapping[str, Any]]

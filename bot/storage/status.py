@@ -42,6 +42,7 @@ class StatusRun(Base):
     candidate: Mapped[str] = mapped_column(String(255), default="")
     state: Mapped[str] = mapped_column(String(16))  # a RunState
     failure: Mapped[str | None] = mapped_column(Text)
+    note: Mapped[str | None] = mapped_column(Text)  # e.g. why the known file was not used
     specs: Mapped[int] = mapped_column(Integer, default=0)
     programs: Mapped[int] = mapped_column(Integer, default=0)
     created_at: Mapped[datetime] = mapped_column(default=utcnow)

@@ -28,6 +28,7 @@ def upgrade() -> None:
         sa.Column("candidate", sa.String(255), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("failure", sa.Text(), nullable=True),
+        sa.Column("note", sa.Text(), nullable=True),
         sa.Column("specs", sa.Integer(), nullable=False),
         sa.Column("programs", sa.Integer(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
