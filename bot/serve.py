@@ -103,8 +103,9 @@ def status_pages(settings: Settings, engine: Engine, github: GitHubApp) -> APIRo
                                    settings.oauth_client_secret.get_secret_value(),
                                    settings.github_web_url, settings.github_api_url,
                                    f"{public}/login/callback")
-    pages = status.StatusPages(engine, status.GitHubViewers(github, settings.github_api_url),
-                               sessions, oauth, history=settings.status_history)
+    viewers = status.GitHubViewers(github, settings.github_api_url)
+    pages = status.StatusPages(engine, viewers, viewers.file_at, sessions, oauth,
+                               history=settings.status_history)
     return status.router(pages)
 
 

@@ -31,7 +31,7 @@ from bot.app import create_app
 from bot.demo import _files, _sha, free_port, wait_for
 from bot.engine_report import parse_report
 from bot.github import ApiOptions, GitHubApp
-from bot.jobs import STATUS
+from bot.jobs import ALIGN, STATUS, align_job
 from bot.queue import SqlJobQueue
 from bot.sandbox import SandboxResult
 from bot.serve import status_pages, webhook_router
@@ -93,7 +93,7 @@ def report(*findings: dict[str, Any]) -> dict[str, Any]:
 
 # the report each pushed tree's check gives: the file VERSION names the push
 REPORTS = {"1": report(SOFTPLUS, GELU), "2": report(SOFTPLUS, GELU, TANH),
-           "3": report(SOFTPLUS, GELU), "private": report(TANH)}
+           "3": report(SOFTPLUS, GELU), "private": report(TANH), "pull": report(GELU, TANH)}
 
 
 def sandbox(repo_dir: Path, *args: Any, **kwargs: Any) -> SandboxResult:
@@ -108,6 +108,8 @@ class World:
     url: str
     shas: list[str]  # the public repository's pushes, oldest first
     private_sha: str
+    app: GitHubApp
+    queue: SqlJobQueue
 
 
 def tree(version: str) -> dict[str, bytes]:
@@ -182,7 +184,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 "pr_number": None, "created_at": utcnow(), "state": "closed",
                 "last_checked": utcnow()})
         try:
-            yield World(github, engine, url, shas, private_sha)
+            yield World(github, engine, url, shas, private_sha, app, queue)
         finally:
             server.should_exit = True
             thread.join(10)
@@ -286,9 +288,29 @@ def test_the_public_page_shows_the_grid_findings_history_and_known(world: World)
     assert "torch.leaked_op" not in html and "theirs" not in html
 
 
-def test_the_pull_request_page_shows_its_last_check(world: World) -> None:
-    response = page(world, f"/status/{OWNER}/{PUBLIC}/pull/9")
-    assert response.status_code == 200 and "no finished check yet" in response.text
+def test_the_check_run_links_the_pull_requests_page_which_shows_its_check(world: World
+                                                                          ) -> None:
+    base, head = tree("3"), {**tree("pull"), "fastops.py": b"# faster\n"}
+    world.github.add_pull(OWNER, PUBLIC, 7, _sha(head), _sha(base), "Faster", "contributor",
+                          head_tree=head, files=[{"filename": "fastops.py", "status": "modified",
+                                                  "patch": "@@ -1 +1 @@\n+# faster"}],
+                          author_association="MEMBER")
+    assert page(world, f"/status/{OWNER}/{PUBLIC}/pull/7").text.count("no finished check") == 1
+    job = AlignmentJob(app=world.app, queue=world.queue, sandbox=sandbox,
+                       status_url=world.url)
+    world.queue.enqueue(align_job(f"{OWNER}/{PUBLIC}", 7, {
+        "installation_id": INSTALLATION, "repo": f"{OWNER}/{PUBLIC}", "number": 7,
+        "head_sha": _sha(head), "trigger": "test"}))
+    assert Worker(world.queue, {ALIGN: job}, name="align-test").run_once()
+    (run,) = world.github.check_runs_for(OWNER, PUBLIC, _sha(head))
+    assert run.details_url == f"{world.url}/status/{OWNER}/{PUBLIC}/pull/7"
+    response = page(world, f"/status/{OWNER}/{PUBLIC}/pull/7")
+    assert response.status_code == 200 and _sha(head)[:12] in response.text
+    cells = cell_classes(response.text)
+    # the job's report, judged against the known-divergences file at the pull request's head
+    assert cells["torch.tanh|float64"] == "diverges"
+    assert cells["torch.nn.functional.gelu|float16"] == "known"
+    assert cells["torch.relu|float32"] == "agrees"
     assert page(world, f"/status/{OWNER}/{PUBLIC}/pull/0").status_code == 404
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 from github import GithubException
 
-from bot.github import GitHubApp
+from bot.github import FileUnreadable, GitHubApp, read_text
 from bot.tenancy import Held
 
 CACHE_SECONDS = 60.0
@@ -51,6 +51,7 @@ class GitHubViewers:
         self.app, self.api_url, self.timeout = app, api_url.rstrip("/"), timeout
         self._held = TtlCache()
         self._readable = TtlCache()
+        self._files = TtlCache(seconds=3600.0, size=1000)  # a commit's files never change
 
     def held(self, full_name: str) -> Held | None:
         return self._held.get(full_name.casefold(), lambda: self._ask_held(full_name))
@@ -66,6 +67,17 @@ class GitHubViewers:
                 return None
             raise
         return Held(str(repo.full_name), installation, bool(repo.private))
+
+    def file_at(self, installation_id: int, full_name: str, path: str, sha: str) -> str | None:
+        """The text of ``path`` at commit ``sha`` (None: no such file, or unreadable)."""
+        key = (installation_id, full_name.casefold(), path, sha)
+        return self._files.get(key, lambda: self._read(installation_id, full_name, path, sha))
+
+    def _read(self, installation_id: int, full_name: str, path: str, sha: str) -> str | None:
+        try:
+            return read_text(self.app.client(installation_id).get_repo(full_name), path, sha)
+        except FileUnreadable:
+            return None
 
     def can_read(self, token: str, full_name: str) -> bool:
         key = (hashlib.sha256(token.encode()).hexdigest(), full_name.casefold())

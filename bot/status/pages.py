@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -19,6 +20,7 @@ from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
 from bot.tenancy import Denial, Grant, Viewer, ViewerDirectory, authorize_viewer
+from checks.known import KNOWN_PATH
 from checks.report import templates_dir
 
 from . import store, view
@@ -37,6 +39,8 @@ from .oauth import (
 
 log = logging.getLogger(__name__)
 
+# (installation, repository, path, commit) -> the file's text, or None
+FileReader = Callable[[int, str, str, str], str | None]
 PAGE = "status_page.html.j2"
 MISSING = "status_missing.html.j2"
 NOT_FOUND = "There is no status page here, or you may not see it."
@@ -63,6 +67,7 @@ class StatusPages:
 
     engine: Engine
     github: ViewerDirectory
+    files: FileReader | None  # a commit's known-divergences file, for a pull request's page
     sessions: Sessions | None
     oauth: GitHubOAuth | None
     history: int = 20
@@ -99,10 +104,14 @@ class StatusPages:
         if isinstance(grant, Response):
             return grant
         found = store.pull_report(self.engine, grant.installation_id, grant.repo, number)
-        rows = [] if found is None else [
-            store.Result(0, row["op"], row["dtype"], row["kind"], row["fingerprint"],
-                         row["outcome"], row["count"], row["detail"])
-            for row in store.report_results(found[1])]
+        rows = []
+        if found is not None:
+            text = None if self.files is None else self.files(
+                grant.installation_id, grant.repo, KNOWN_PATH, found[0])
+            known, _ = store.known_lookup(text)
+            rows = [store.Result(0, row["op"], row["dtype"], row["kind"], row["fingerprint"],
+                                 row["outcome"], row["count"], row["detail"])
+                    for row in store.report_results(found[1], known)]
         current = view.grid(rows)
         return self._page(request, grant, f"{grant.repo}: pull request #{number}", current,
                           subject=None, runs=[], seen=[],

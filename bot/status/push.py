@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -21,9 +20,9 @@ from bot.seeds import SEED_BITS
 from bot.storage import installation_gone
 from bot.webhooks import Event, PayloadError, WebhookRouter, require
 from bot.worker import ensure_current
-from checks.known import KNOWN_PATH, KnownFileError, load_known
+from checks.known import KNOWN_PATH
 
-from .store import KnownLookup, KnownMatch, record_run
+from .store import KnownLookup, known_lookup, record_run
 
 log = logging.getLogger(__name__)
 
@@ -118,18 +117,9 @@ class StatusJob:
         """How the findings at ``sha`` are matched against the repository's known-divergences
         file (none without the file), or why the file could not be used."""
         try:
-            text = read_text(repo, KNOWN_PATH, sha)
-            if text is None:
-                return None, None
-            entries = load_known(text, KNOWN_PATH)
-        except (FileUnreadable, KnownFileError) as exc:
+            return known_lookup(read_text(repo, KNOWN_PATH, sha))
+        except FileUnreadable as exc:
             return None, f"{KNOWN_PATH} was not used: {str(exc)[:500]}"
-
-        def lookup(finding: Mapping[str, Any]) -> KnownMatch | None:
-            entry = entries.match(finding)
-            return None if entry is None else KnownMatch(entry.reason, entry.upstream)
-
-        return lookup, None
 
     def _store(self, job: JobRecord, candidate: str, report: dict[str, Any] | None,
                failure: str | None, known: KnownLookup | None = None,

@@ -28,6 +28,7 @@ from bot.storage import (
     utcnow,
 )
 from checks.causes import member_dtype
+from checks.known import KNOWN_PATH, KnownFileError, load_known
 
 MAX_REPRO = 50_000  # characters of a repro kept per finding
 MAX_MESSAGE = 2_000
@@ -87,6 +88,23 @@ def finding_dtypes(report: Mapping[str, Any], finding: Mapping[str, Any]) -> lis
 
 def _split(dtypes: str) -> list[str]:
     return [d[:100] for d in dict.fromkeys(dtypes.split(",")) if d] or [NO_DTYPE]
+
+
+def known_lookup(text: str | None) -> tuple[KnownLookup | None, str | None]:
+    """How findings are matched against a known-divergences file's ``text`` (None: no file,
+    nothing is known), or why the file could not be used."""
+    if text is None:
+        return None, None
+    try:
+        entries = load_known(text, KNOWN_PATH)
+    except KnownFileError as exc:
+        return None, f"{KNOWN_PATH} was not used: {str(exc)[:500]}"
+
+    def lookup(finding: Mapping[str, Any]) -> KnownMatch | None:
+        entry = entries.match(finding)
+        return None if entry is None else KnownMatch(entry.reason, entry.upstream)
+
+    return lookup, None
 
 
 def marked(finding: Mapping[str, Any]) -> KnownMatch | None:
