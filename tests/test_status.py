@@ -48,7 +48,7 @@ from checks.known import KNOWN_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "status webhook secret"
-OWNER, PUBLIC, PRIVATE = "acme", "kernels", "secret"
+OWNER, PUBLIC, PRIVATE, BROKEN = "acme", "kernels", "secret", "broken"
 INSTALLATION, OTHER_INSTALLATION = 71, 72
 SESSION_KEY = "k" * 40
 UPSTREAM_ISSUE = "https://github.com/pytorch/pytorch/issues/4242"
@@ -134,6 +134,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         github.add_repo(OWNER, PUBLIC, INSTALLATION, files_by_ref={_sha(first): first})
         github.add_repo(OWNER, PRIVATE, INSTALLATION, files_by_ref={_sha(first): first},
                         private=True)
+        github.add_repo(OWNER, BROKEN, INSTALLATION, files_by_ref={_sha(first): first})
         github.add_installation(OTHER_INSTALLATION, "elsewhere")
         github.set_permission(OWNER, PRIVATE, "alice", "read")
         github.user("mallory")
@@ -159,8 +160,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         url = f"http://127.0.0.1:{port}"
         shas: list[str] = []
 
-        def push(repo: str, version: str) -> str:
-            files = tree(version)
+        def push(repo: str, version: str, **changed: bytes) -> str:
+            files = {**tree(version), **changed}
             before = github.push_branch(OWNER, repo, _sha(files), files)
             headers, body = github.delivery("push", github.webhook(
                 "push", OWNER, repo, before=before), SECRET)
@@ -171,6 +172,8 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         for version in ("1", "2", "3"):
             shas.append(push(PUBLIC, version))
         private_sha = push(PRIVATE, "private")
+        push(BROKEN, "1", **{".github/alignbot.yml": b"ops: [1, 2\n"})
+        push(BROKEN, "1", **{KNOWN_PATH: b"known:\n  - reason: matches everything\n"})
         # another installation's rows under the public repository's name (held there before
         # a transfer): never shown for it
         record_run(engine, installation_id=OTHER_INSTALLATION, repo=f"{OWNER}/{PUBLIC}",
@@ -319,6 +322,17 @@ def test_unknown_and_malformed_repositories_are_not_found(world: World) -> None:
     assert unknown.status_code == 404
     assert page(world, "/status/-bad-/x").status_code == 404
     assert page(world, f"/status/{OWNER}/{PUBLIC}/pull/x").status_code == 400
+
+
+def test_a_refused_known_file_and_a_broken_configuration_are_told(world: World) -> None:
+    html = page(world, f"/status/{OWNER}/{BROKEN}").text
+    note = html.split('<p class="known" id="note">', 1)[1].split("</p>", 1)[0]
+    assert note.startswith(f"{KNOWN_PATH} was not used: {KNOWN_PATH}:2:")  # names its line
+    assert cell_classes(html)["torch.nn.functional.gelu|float16"] == "diverges"
+    history = html.split('id="history"', 1)[1].split("</table>", 1)[0]
+    refused, broken = re.findall(r"<tr><td><code>[0-9a-f]{12}</code>.*?</tr>", history)
+    assert "<td>2</td><td>0</td><td>4</td><td>complete</td>" in refused  # both diverge
+    assert "<td>failed: .github/alignbot.yml is invalid" in broken
 
 
 # -- who may see a private repository's page -------------------------------------------------
