@@ -74,13 +74,16 @@ def settings_for(server: GitHubServer, folder: Path, port: int) -> Settings:
         "ALIGNBOT_PORT": str(port), "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0"})
 
 
+_PORTS = random.SystemRandom()  # not the module's generator: a run that seeds it draws ports too
+
+
 def free_port() -> int:
     """A free port for a server started next, drawn below the kernel's ephemeral range: a port
     the kernel hands out (as bind to port 0 does) may be taken, before the server binds it, as
     the source port of any outgoing connection on the machine."""
     low = _ephemeral_low()
     for _ in range(50):
-        port = random.randrange(10_000, low) if low > 10_000 else 0
+        port = _PORTS.randrange(10_000, low) if low > 10_000 else 0
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
