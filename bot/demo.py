@@ -82,8 +82,8 @@ def free_port() -> int:
     the kernel hands out (as bind to port 0 does) may be taken, before the server binds it, as
     the source port of any outgoing connection on the machine."""
     low = _ephemeral_low()
-    for _ in range(50):
-        port = _PORTS.randrange(10_000, low) if low > 10_000 else 0
+    draws = [_PORTS.randrange(10_000, low) for _ in range(50)] if low > 10_000 else []
+    for port in [*draws, 0]:  # the kernel's choice when none of the draws is free
         with socket.socket() as sock:
             try:
                 sock.bind(("127.0.0.1", port))
@@ -91,10 +91,7 @@ def free_port() -> int:
                 continue
             found: int = sock.getsockname()[1]
             return found
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        fallback: int = sock.getsockname()[1]
-        return fallback
+    raise OSError("no port is free on 127.0.0.1")
 
 
 def _ephemeral_low() -> int:
