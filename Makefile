@@ -37,7 +37,7 @@ test: lint $(PADDLE_VENV)/.installed $(TORCHAX_STAMP) $(OPENVINO_STAMP)
 	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python \
 	  ALIGNBOT_TORCHAX_PYTHON=$(abspath $(TORCHAX_VENV))/bin/python \
 	  ALIGNBOT_OPENVINO_PYTHON=$(abspath $(OPENVINO_VENV))/bin/python $(BIN)/pytest -q \
-	  --durations=25 -n $(TEST_WORKERS) --dist loadgroup'
+	  --durations=25 --junitxml=.test-results.xml -n $(TEST_WORKERS) --dist loadgroup'
 
 demo: $(STAMP)
 	$(BIN)/alignbot demo

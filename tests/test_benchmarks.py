@@ -206,3 +206,32 @@ def test_real_candidates_needs_the_interpreters(tmp_path: Path,
     assert real.main(["--candidate", "torchax", "--torchax-python",
                       str(tmp_path / "none")]) == 2
     assert "no torchax interpreter at" in capsys.readouterr().err
+
+
+def test_suite_time_sums_a_real_junit_file_per_file(tmp_path: Path) -> None:
+    tests = tmp_path / "tests"
+    tests.mkdir()
+    (tests / "test_slow.py").write_text(
+        "import time\n\ndef test_sleeps():\n    time.sleep(0.3)\n\ndef test_quick():\n    pass\n")
+    (tests / "test_other.py").write_text("def test_nothing():\n    pass\n")
+    xml = tmp_path / "results.xml"
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", f"--junitxml={xml}", "--rootdir", str(tmp_path),
+                           str(tests)], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    suite_time = _load("suite_time")
+    seconds = suite_time.durations(xml)
+    assert set(seconds) == {"tests/test_slow.py::test_sleeps", "tests/test_slow.py::test_quick",
+                            "tests/test_other.py::test_nothing"}
+    assert seconds["tests/test_slow.py::test_sleeps"] >= 0.3
+    script = Path(__file__).resolve().parent.parent / "benchmarks" / "suite_time.py"
+    printed = subprocess.run([sys.executable, str(script), str(xml), "--top", "2"],
+                             capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0, printed.stderr
+    lines = printed.stdout.splitlines()
+    assert lines[0].startswith("3 tests, ")
+    assert lines[3].endswith("tests/test_slow.py")  # the slower file first
+    missing = subprocess.run([sys.executable, str(script), str(tmp_path / "none.xml")],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 2 and missing.stderr.count("\n") == 1

@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import enum
 import json
-import subprocess
-import sys
 import types
 import typing
-from pathlib import Path
 from typing import Annotated, Any, Literal, NotRequired, TypedDict
 from urllib.parse import parse_qs, urlsplit
 
@@ -33,8 +30,6 @@ from checks.engine import CheckResult
 from checks.findings import Finding, Kind
 from checks.markdown import Trusted
 from checks.triage import Verdict
-
-FIXTURES = Path(__file__).parent / "fixtures"
 
 # Keys the engine always writes that the App takes as optional: job results stored by earlier
 # versions lack them, and a stored result is validated again when a command reads it.
@@ -319,19 +314,11 @@ def test_stored_findings_are_validated_again() -> None:
     assert isinstance(parse_report(report()), EngineReport)
 
 
-def test_a_real_minimized_report_of_planted_bugs_is_valid(tmp_path: Path) -> None:
+def test_a_real_minimized_report_of_planted_bugs_is_valid(
+        planted_report: dict[str, Any]) -> None:
     """The engine and the model move together: a real run with minimization, triage and
     repro verification (a crash among the bugs) must pass the App's strict model."""
-    out = tmp_path / "report.json"
-    prelude = (FIXTURES / "planted_prelude.py").read_text()
-    done = subprocess.run(
-        [sys.executable, "-m", "checks.cli", "check", "--prelude", prelude,
-         "--spec-file", str(FIXTURES / "planted_specs.py"), "--library",
-         "--ops", "softplus_scaled,elu_crash,mean_keepdim", "--n", "5", "--seed", "2",
-         "--timeout", "5",
-         "--json", str(out), "--no-progress"], capture_output=True, text=True, timeout=600)
-    assert done.returncode == 1, done.stderr[-2000:]
-    data = json.loads(out.read_text())
+    data = planted_report
     parsed = parse_report(data)
     assert parsed.findings and all(f.verdict is not None for f in parsed.findings)
     assert {f.kind for f in parsed.findings} >= {Kind.CANDIDATE_CRASH}
