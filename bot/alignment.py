@@ -4,6 +4,7 @@ check run and one sticky comment, edited in place on later pushes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import tempfile
 import threading
@@ -13,14 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from github import GithubException
 from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
 
+from checks.known import KNOWN_PATH, KnownFile, KnownFileError, load_known
+
+from . import baseline as baselines
 from .archive import ArchiveError, extract_tarball
+from .baseline import BASELINE_FILE, Classified, classify
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
-from .engine_report import InvalidReport, empty_report, parse_report
+from .engine_report import EngineReport, InvalidReport, empty_report, parse_report
 from .errors import is_transient
 from .github import (
     FileTooLarge,
@@ -287,7 +293,8 @@ class AlignmentJob:
         ctx = CheckContext(head_sha, _describe(config), specs=specs,
                            patches={f.filename: f.patch or "" for f in files},
                            op_files_for=_op_files_for(config, changed),
-                           tracker=config.upstream.tracker)
+                           tracker=config.upstream.tracker, base_sha=pr.base.sha,
+                           strict_known=config.known.strict)
         if not specs:
             ctx.report = empty_report()
             return ctx, None
@@ -298,19 +305,28 @@ class AlignmentJob:
         """Run the sandboxed check of ``ctx.specs`` (shard ``payload["shard"]`` of
         ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice."""
         head_sha = ctx.head_sha
+        known, problem = known_file(repo, head_sha)
+        if problem is not None:
+            ctx.failure, ctx.advice = problem, (
+                f"Fix {KNOWN_PATH} at the line named above: each entry needs a `reason:` and "
+                "a `fingerprint:`, an `op:` or a `signature:`.")
+            return
+        seed, base = check_seed(payload), None
         with tempfile.TemporaryDirectory(prefix="alignbot-pr-", dir=self.work_dir) as tmp:
-            try:  # streamed to a file and from it: a large archive is never whole in memory
-                with self.app.download(repo.get_archive_link("tarball", head_sha),
-                                       payload["installation_id"], folder=Path(tmp)) as archive:
-                    root = extract_tarball(archive, Path(tmp) / "src")
-            except ArchiveError as exc:
-                ctx.failure = f"the pull request's archive was refused: {exc}"
-                ctx.advice = ("alignbot unpacks only plain files and folders, and links that "
-                              "stay inside the repository.")
+            root = self._unpacked(ctx, repo, head_sha, payload, Path(tmp) / "head")
+            if root is None:
                 return
-            args = _check_args(config, ctx.specs, root, check_seed(payload), payload.get("n"))
+            args = _check_args(config, ctx.specs, root, seed, payload.get("n"))
             if payload.get("shards"):
                 args += ["--shard", f"{int(payload['shard'])}/{int(payload['shards'])}"]
+            elif config.baseline.enabled:
+                base = self.baseline(ctx, config, repo, payload, seed, Path(tmp) / "base")
+                if base is not None:
+                    (root / BASELINE_FILE).parent.mkdir(parents=True, exist_ok=True)
+                    (root / BASELINE_FILE).write_text(json.dumps(base.dump()))
+                    args += ["--baseline", BASELINE_FILE]
+            if known is not None:
+                args += ["--known", KNOWN_PATH]
             # a newer push (or losing the job) kills the sandbox at once, not at its end
             result = self.sandbox(root, config, args, self.limits, self.containment,
                                   stop=stop_event())
@@ -321,10 +337,86 @@ class AlignmentJob:
             except InvalidReport as exc:
                 ctx.failure = f"the engine's report was invalid: {exc}"
                 ctx.advice = INVALID_REPORT_ADVICE
+            else:
+                if not payload.get("shards") and (ctx.classified is not None or known):
+                    against = ctx.classified or Classified()  # the base's sha, or its problem
+                    ctx.classified = classify(ctx.report, base, known)
+                    ctx.classified.base_sha = against.base_sha
+                    ctx.classified.base_problem = against.base_problem
         else:
             ctx.failure = result.reason or "the engine produced no report"
             ctx.advice = ("The pull request's setup commands and spec files run in a sandbox "
                           "without network or secrets; the reason above says what stopped it.")
+
+    def _unpacked(self, ctx: CheckContext, repo: Repository, sha: str, payload: dict[str, Any],
+                  folder: Path) -> Path | None:
+        """The tree at ``sha`` unpacked under ``folder``; None (with ``ctx.failure``) when
+        its archive is refused."""
+        folder.mkdir(parents=True)
+        try:  # streamed to a file and from it: a large archive is never whole in memory
+            with self.app.download(repo.get_archive_link("tarball", sha),
+                                   payload["installation_id"], folder=folder) as archive:
+                return extract_tarball(archive, folder / "src")
+        except ArchiveError as exc:
+            ctx.failure = f"the pull request's archive was refused: {exc}"
+            ctx.advice = ("alignbot unpacks only plain files and folders, and links that "
+                          "stay inside the repository.")
+            return None
+
+    def baseline(self, ctx: CheckContext, config: RepoConfig, repo: Repository,
+                 payload: dict[str, Any], seed: int, folder: Path) -> EngineReport | None:
+        """The same check (specs, seed, draws, candidate) on the pull request's merge base:
+        cached by base, configuration and candidate, else run in the sandbox now and kept.
+        Sets ``ctx.classified`` to say which base, or why there is none."""
+        ctx.classified = Classified()
+        try:
+            base_sha = repo.compare(ctx.base_sha, ctx.head_sha).merge_base_commit.sha
+        except GithubException as exc:
+            if is_transient(exc):
+                raise
+            ctx.classified.base_problem = f"GitHub gave no merge base ({exc.status})"
+            return None
+        ctx.classified.base_sha = base_sha
+        key = baselines.cache_key(config, ctx.specs, seed, payload.get("n"))
+        if self.engine is not None and (hit := baselines.cached(
+                self.engine, payload["repo"], base_sha, key)) is not None:
+            return hit
+        started = time.monotonic()
+        failed = CheckContext(base_sha, ctx.candidate)
+        root = self._unpacked(failed, repo, base_sha, payload, folder)
+        if root is None:
+            ctx.classified.base_problem = failed.failure
+            return None
+        # as drawn: the head's check replays the program that showed a finding here to
+        # tell a fix from a draw that missed it, and minimizes only what is new
+        args = [*_check_args(config, ctx.specs, root, seed, payload.get("n")), "--no-minimize"]
+        result = self.sandbox(root, config, args, self.limits, self.containment,
+                              stop=stop_event())
+        try:
+            report = parse_report(result.report) if result.report is not None else None
+        except InvalidReport as exc:
+            report, result.reason = None, f"its report was invalid: {exc}"
+        if report is None or not report.complete:
+            ctx.classified.base_problem = (result.reason or "the run was cut short")[:300]
+            return None
+        if self.engine is not None:
+            baselines.store(self.engine, payload["repo"], base_sha, key, report,
+                            time.monotonic() - started)
+        return report
+
+
+def known_file(repo: Repository, head_sha: str) -> tuple[KnownFile | None, str | None]:
+    """The head's known divergences (None without the file), or why it is refused."""
+    try:
+        text = read_text(repo, KNOWN_PATH, head_sha)
+    except FileUnreadable as exc:
+        return None, f"{KNOWN_PATH}: {exc}"
+    if text is None:
+        return None, None
+    try:
+        return load_known(text, KNOWN_PATH), None
+    except KnownFileError as exc:
+        return None, f"{KNOWN_PATH} is invalid: {exc}"
 
 
 def _unreadable_config(head_sha: str, error: FileUnreadable) -> CheckContext:

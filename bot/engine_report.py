@@ -105,6 +105,31 @@ class KnownMark(_Strict):
     line: Count
 
 
+class Rechecked(_Strict):
+    """A baseline finding the head did not draw, its repro replayed on the head."""
+
+    fingerprint: Fingerprint
+    kind: Kind
+    op: Name
+    agrees: bool
+
+
+Scalar = float | int | bool | Annotated[str, StringConstraints(max_length=100)]
+
+
+class Numbers(_Strict):
+    """The value that differs on both sides (checks/numbers.py)."""
+
+    name: Name
+    shape: list[Count] = Field(max_length=64)
+    expected: list[Scalar] = Field(max_length=16)
+    actual: list[Scalar] = Field(max_length=16)
+    largest_difference: Scalar
+    at: list[Count] = Field(max_length=64)
+    expected_at: Scalar
+    actual_at: Scalar
+
+
 class EngineFinding(_Strict):
     """One finding as ``Finding.to_json`` writes it, with what minimizing adds (all optional:
     ``--no-minimize`` leaves them out)."""
@@ -141,6 +166,9 @@ class EngineFinding(_Strict):
     judged_alone: bool | None = None  # its call, fed the reference's inputs (checks/calls.py)
     downstream_of: list[Upstream] | None = Field(default=None, max_length=MAX_UPSTREAM)
     known: KnownMark | None = None  # with --known: the entry that expects it
+    baseline: Literal["new", "pre-existing"] | None = None  # with --baseline
+    drawn_fingerprint: Fingerprint | None = None  # as drawn, when minimizing changed it
+    numbers: Numbers | None = None  # the differing value on both sides
 
 
 class CauseMember(_Strict):
@@ -194,6 +222,7 @@ class EngineReport(_Strict):
     causes: list[Cause] | None = Field(default=None, max_length=MAX_FINDINGS)
     exploration: list[SpecExploration] | None = Field(default=None, max_length=MAX_SPECS)
     known_fixed: list[KnownMark] | None = Field(default=None, max_length=MAX_FINDINGS)
+    rechecked: list[Rechecked] | None = Field(default=None, max_length=MAX_FINDINGS)
 
     def dump(self) -> dict[str, Any]:
         """JSON data for the job's result (read again by ``latest_report``)."""

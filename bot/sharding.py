@@ -20,8 +20,10 @@ from .alignment import (
     _check_run,
     _finish,
     find_check_run,
+    known_file,
     will_retry,
 )
+from .baseline import classify
 from .config import CONFIG_PATH
 from .engine_report import EngineReport, InvalidReport, parse_report
 from .github import FileTooLarge, read_text, transient_failures
@@ -179,6 +181,9 @@ class ShardJob:
         ctx.failure = self._merge(results, ctx, payload)
         if ctx.failure is not None:
             ctx.advice = INVALID_REPORT_ADVICE
+        elif ctx.report is not None:  # known divergences apply to the merged report
+            known, _ = known_file(repo, head_sha)  # a malformed file failed every shard
+            ctx.classified = classify(ctx.report, None, known) if known else None
         ctx.seconds = (utcnow() - group.created_at).total_seconds()
         if self.check.public_url:
             ctx.full_report_url = f"{self.check.public_url.rstrip('/')}/reports/{job.id}"

@@ -378,7 +378,7 @@ def test_every_push_of_a_pull_request_checks_with_its_seed_and_align_seed_overri
     """Three pushes of the same code (new head shas): the same seed, the pull request's, so
     the same draws and findings; ``/align --seed`` still picks its own."""
     config = (b'candidate:\n  prelude: import torch\nops:\n  - paths: ["README.md"]\n'
-              b'    specs: ["activations.softplus"]\n')
+              b'    specs: ["activations.softplus"]\nbaseline:\n  enabled: false\n')
     setup = make_setup(github_server, tmp_path, config)
     seeds: list[int] = []
 

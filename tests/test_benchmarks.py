@@ -206,3 +206,9 @@ def test_real_candidates_needs_the_interpreters(tmp_path: Path,
     assert real.main(["--candidate", "torchax", "--torchax-python",
                       str(tmp_path / "none")]) == 2
     assert "no torchax interpreter at" in capsys.readouterr().err
+
+
+def test_baseline_cache_needs_paddle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load("baseline_cache")
+    assert bench.main(["--python", str(tmp_path / "no-python")]) == 2
+    assert "ALIGNBOT_PADDLE_PYTHON" in capsys.readouterr().err

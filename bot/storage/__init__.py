@@ -15,9 +15,11 @@
 - ``locks.py``         named leases (``bot/lease.py``: the upstream digest's)
 - ``shards.py``        checks split into shard jobs (``GroupEnd``: how each ended)
 - ``status.py``        the default branch's checks per commit and their results (``Outcome``)
+- ``baselines.py``     checks run on a pull request's merge base, cached
 """
 
 from .base import Base, BigId, UtcDateTime, utcnow
+from .baselines import BASELINES, BaselineReport
 from .commands import REPLIES, USES, CommandReply, CommandUse
 from .deliveries import DELIVERIES, Delivery
 from .engine import FairLock, database_url, make_engine, transaction
@@ -45,6 +47,7 @@ from .upstream import FILINGS, UPSTREAM, UpstreamFiling, UpstreamItem, UpstreamS
 
 __all__ = [
     "ACTIVE_STATES",
+    "BASELINES",
     "CALLS",
     "DELIVERIES",
     "FILINGS",
@@ -62,6 +65,7 @@ __all__ = [
     "UPSTREAM",
     "USES",
     "Base",
+    "BaselineReport",
     "BigId",
     "CommandReply",
     "CommandUse",

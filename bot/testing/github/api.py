@@ -40,6 +40,7 @@ class Api(AppsApi, RateLimitsApi, ReposApi, PullsApi, IssuesApi, CheckRunsApi, S
             Route("GET", "/_codeload/{owner}/{repo}/legacy.tar.gz/{ref}", self.codeload, "none"),
             Route("GET", "/_raw/{owner}/{repo}/{ref}/{path}", self.raw, "none"),
             Route("GET", f"{repo}/commits/{{ref}}", self.get_commit, permission="contents:read"),
+            Route("GET", f"{repo}/compare/{{basehead}}", self.compare, permission="contents:read"),
             Route("GET", f"{repo}/commits/{{ref}}/check-runs", self.list_check_runs_for_ref,
                   permission="checks:read"),
             Route("GET", f"{repo}/pulls", self.list_pulls, permission="pull_requests:read"),

@@ -200,6 +200,21 @@ class GitHubState:
         repo.trees[sha] = {path: as_bytes(data) for path, data in files.items()}
         repo.commits[sha] = Commit(sha, message, author, parents, self.now())
 
+    def add_commit(
+        self, owner: str, repo: str, sha: str, files: Mapping[str, bytes | str], *,
+        branch: str | None = None, message: str | None = None,
+    ) -> None:
+        """A commit on top of `branch` (default: the default branch), which moves to it: the
+        base branch of a pull request moving on."""
+        with self.lock:
+            target = self.repo(owner, repo)
+            name = branch or target.default_branch
+            parent = target.branches.get(name)
+            target.trees[sha] = {path: as_bytes(data) for path, data in files.items()}
+            target.commits[sha] = Commit(sha, message or f"Commit {sha[:7]}", target.owner,
+                                         [parent] if parent else [], self.now())
+            target.branches[name] = sha
+
     def move_repo(
         self, owner: str, name: str, new_owner: str | None = None, new_name: str | None = None,
         installation_id: int | None = None,

@@ -389,6 +389,23 @@ class Views:
             "performed_via_github_app": self.app() if comment.via_app else None,
         }
 
+    def comparison(self, repo: Repo, base: Commit, merge_base: Commit, commits: list[Commit],
+                   status: str, behind: int) -> Json:
+        """What the compare API answers (without `files`)."""
+        api = self.repo_api(repo)
+        basehead = f"{base.sha}...{commits[-1].sha if commits else base.sha}"
+        return {
+            "url": f"{api}/compare/{basehead}",
+            "html_url": self.html(repo.full_name, "compare", basehead),
+            "permalink_url": self.html(repo.full_name, "compare", basehead),
+            "diff_url": self.html(repo.full_name, "compare", basehead + ".diff"),
+            "patch_url": self.html(repo.full_name, "compare", basehead + ".patch"),
+            "base_commit": self.commit(repo, base),
+            "merge_base_commit": self.commit(repo, merge_base),
+            "status": status, "ahead_by": len(commits), "behind_by": behind,
+            "total_commits": len(commits), "commits": [self.commit(repo, c) for c in commits],
+        }
+
     def commit(self, repo: Repo, commit: Commit) -> Json:
         """A commit object (without `files` and `stats`, which this fake does not model)."""
         api, sha = self.repo_api(repo), commit.sha
