@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import random
 import socket
 import tempfile
 import threading
@@ -73,11 +74,31 @@ def settings_for(server: GitHubServer, folder: Path, port: int) -> Settings:
         "ALIGNBOT_PORT": str(port), "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0"})
 
 
+_PORTS = random.SystemRandom()  # not the module's generator: a run that seeds it draws ports too
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A free port for a server started next, drawn below the kernel's ephemeral range: a port
+    the kernel hands out (as bind to port 0 does) may be taken, before the server binds it, as
+    the source port of any outgoing connection on the machine."""
+    low = _ephemeral_low()
+    draws = [_PORTS.randrange(10_000, low) for _ in range(50)] if low > 10_000 else []
+    for port in [*draws, 0]:  # the kernel's choice when none of the draws is free
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            found: int = sock.getsockname()[1]
+            return found
+    raise OSError("no port is free on 127.0.0.1")
+
+
+def _ephemeral_low() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32_768
 
 
 @contextmanager
@@ -107,11 +128,12 @@ def deliver(server: GitHubServer, port: int, event: str,
 
 
 def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
+    deadline, pause = time.monotonic() + timeout, 0.05
     while not condition():
         if time.monotonic() > deadline:
             raise TimeoutError(f"gave up waiting for {what} after {timeout:g} s")
-        time.sleep(0.5)
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)  # quick for what is quick, then twice a second
 
 
 def run_demo(say: Callable[[str], None] = print, timeout: float = 900) -> int:

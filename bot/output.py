@@ -330,6 +330,12 @@ def _packages(report: EngineReport | None) -> str:
     return packages_line(report.candidate_packages or {}) if report else ""
 
 
+def shown_layers(layers: list[str]) -> list[str]:
+    """The sandbox's layers as a reader wants them: which uid a sandbox ran as changes with
+    every sandbox and says nothing to the pull request, that it had its own uid does."""
+    return ["own-uid" if layer.startswith("uid:") else layer for layer in layers]
+
+
 def check_output(ctx: CheckContext) -> CheckOutput:
     env = environment()
     findings = shown(ctx)
@@ -339,8 +345,8 @@ def check_output(ctx: CheckContext) -> CheckOutput:
     summary = env.get_template("check_run_summary.md.j2").render(
         failure=_failure(ctx), advice=ctx.advice, report=ctx.report, by_verdict=dict(by_verdict),
         seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate, packages=packages,
-        causes=causes, isolation=ctx.isolation, limits=ctx.limits, findings=findings,
-        changes=ctx.classified)
+        causes=causes, isolation=shown_layers(ctx.isolation), limits=ctx.limits,
+        findings=findings, changes=ctx.classified)
     text = env.get_template("check_run_text.md.j2").render(causes=causes, by_print=by_print,
                                                            numbers=numbers_of(findings))
     return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],

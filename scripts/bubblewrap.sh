@@ -7,8 +7,8 @@ if command -v bwrap >/dev/null 2>&1; then
 fi
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing bubblewrap (Debian package) for the sandbox" >&2
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq bubblewrap >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq bubblewrap >/dev/null
 fi
 if ! command -v bwrap >/dev/null 2>&1; then
   echo "bubblewrap is not available: the sandbox tests that need namespaces will be skipped" >&2

@@ -4,8 +4,8 @@
 pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 if [ -z "$pg_bin" ] && [ "$(id -u)" = 0 ]; then
   echo "installing PostgreSQL (Debian package) for the tests" >&2
-  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -qq postgresql >/dev/null
+  apt-get -o DPkg::Lock::Timeout=600 update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive \
+    apt-get -o DPkg::Lock::Timeout=600 install -y -qq postgresql >/dev/null
   pg_bin=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
 fi
 if [ -z "$pg_bin" ]; then

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from service import Service
@@ -14,6 +16,7 @@ from sqlalchemy import Engine
 from bot.queue import SqlJobQueue
 from bot.testing.github import GitHubServer
 from checks import CandidateConfig, CandidateProcess, preset
+from checks.cli import main as check_main
 from checks.spec import Spec, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -34,7 +37,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
-        if any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
+        if "planted_report" in info.names_closure:  # one worker makes it, for every module
+            item.add_marker(pytest.mark.xdist_group("planted-report"))
+        elif any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
             item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
 
 
@@ -155,6 +160,20 @@ def planted_specs() -> dict[str, Spec]:
 @pytest.fixture(scope="session")
 def planted_prelude() -> str:
     return (FIXTURES / "planted_prelude.py").read_text()
+
+
+@pytest.fixture(scope="session")
+def planted_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The minimized, verified and triaged report of every planted bug (seed 7), made once
+    per session: the repro, minimizer and triage tests all read it."""
+    path = tmp_path_factory.mktemp("planted") / "report.json"
+    code = check_main(["check", "--prelude", (FIXTURES / "planted_prelude.py").read_text(),
+                       "--spec-file", str(FIXTURES / "planted_specs.py"), "--timeout", "3",
+                       "--seed", "7", "--json", str(path), "--no-progress"])
+    assert code == 1
+    report: dict[str, Any] = json.loads(path.read_text())
+    assert report["findings"]
+    return report
 
 
 @pytest.fixture()

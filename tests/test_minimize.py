@@ -34,17 +34,6 @@ def _body_lines(script: str) -> int:
     return case.end_lineno - case.lineno
 
 
-@pytest.fixture(scope="module")
-def planted_report(tmp_path_factory: Any) -> dict[str, Any]:
-    path = tmp_path_factory.mktemp("planted") / "report.json"
-    code = main(["check", "--prelude", (FIXTURES / "planted_prelude.py").read_text(),
-                 "--spec-file", str(FIXTURES / "planted_specs.py"), "--timeout", "3",
-                 "--seed", "7", "--json", str(path), "--no-progress"])
-    assert code == 1
-    report: dict[str, Any] = json.loads(path.read_text())
-    return report
-
-
 def _elements(program: dict[str, Any]) -> int:
     """The largest tensor the repro holds: inputs and module parameters and buffers."""
     sizes = [1]

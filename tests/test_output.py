@@ -48,6 +48,7 @@ from bot.output import (
     comment_body,
     conclusion,
     fit,
+    shown_layers,
 )
 from bot.queue import JobState, SqlJobQueue
 from bot.testing.github import GitHubServer
@@ -110,6 +111,15 @@ def test_conclusion_from_verdicts(verdicts: list[str | None], expected: Conclusi
     ctx = context([finding(i, verdict=v) for i, v in enumerate(verdicts)])
     assert conclusion(ctx) is expected
     assert check_output(ctx).conclusion is expected
+
+
+def test_the_sandbox_line_is_the_same_whichever_uid_a_sandbox_had() -> None:
+    ctx = [CheckContext("a" * 40, "paddle", failure="setup failed",
+                        isolation=["user-namespace", f"uid:{uid}", "seccomp"])
+           for uid in (1900982654, 1900029537)]
+    assert shown_layers(ctx[0].isolation) == ["user-namespace", "own-uid", "seccomp"]
+    first, second = (check_output(c).summary for c in ctx)
+    assert first == second and "own-uid" in first and "1900" not in first
 
 
 def test_a_failure_reason_fails_the_check() -> None:

@@ -263,7 +263,9 @@ def test_a_comment_nested_deep_is_answered_without_a_traceback(
     # the parser that reads commands stops at 20 levels: what lies deeper is never acted on
     assert reply.status_code in (200, 202), reply.text
     if reply.status_code == 202:
-        wait_for(lambda: commands.settled(github, made), TIMEOUT, "the reply to /help")
+        # the command reacts before it replies: wait for the reply itself
+        wait_for(lambda: commands.settled(github, made) and commands.bot_comments(github),
+                 TIMEOUT, "the reply to /help")
         (answer,) = commands.bot_comments(github)
         assert "/align" in answer.body  # the help text
     assert_no_traceback(service)
@@ -278,7 +280,8 @@ def test_a_reply_cut_to_fit_keeps_its_note_outside_any_code_block(
     commands.seed(github)
     first, second = ("/align ```` " + name + " " + "y" * 32_700 for name in "ab")
     made, _ = commands.comment(github, service, f"{first}\n\n{second}\n", commands.OUTSIDER)
-    wait_for(lambda: commands.settled(github, made), TIMEOUT, "the reply")
+    wait_for(lambda: commands.settled(github, made) and commands.bot_comments(github),
+             TIMEOUT, "the reply")
     (answer,) = commands.bot_comments(github)
     assert len(answer.body) <= 65_536 and "**Cut here:**" in answer.body
     assert note_problems(answer.body) == [], answer.body[-300:]
