@@ -149,6 +149,7 @@ class AlignmentJob:
     gate: Gate | None = None
     engine: Engine | None = None  # where installations are recorded: a removed one is skipped
     max_shards: int = 1  # the operator's cap on a repository's ``shards``
+    merge_base_check: bool = True  # the operator's switch: False checks no merge base
     work_dir: Path | None = None  # where checkouts go (bot.workdir.WorkFolder); None: /tmp
     sharding: Sharding | None = None  # bot.sharding.Sharding: splits a check into shard jobs
     status_url: str | None = None  # the App's public address: check runs link the PR's page
@@ -319,8 +320,9 @@ class AlignmentJob:
             args = _check_args(config, ctx.specs, root, seed, payload.get("n"))
             if payload.get("shards"):
                 args += ["--shard", f"{int(payload['shard'])}/{int(payload['shards'])}"]
-            elif config.baseline.enabled:
+            elif config.baseline.enabled and self.merge_base_check and ctx.base_sha:
                 base = self.baseline(ctx, config, repo, payload, seed, Path(tmp) / "base")
+                ensure_current()  # lost or superseded while the base ran: the head is not run
                 if base is not None:
                     (root / BASELINE_FILE).parent.mkdir(parents=True, exist_ok=True)
                     (root / BASELINE_FILE).write_text(json.dumps(base.dump()))

@@ -58,7 +58,7 @@ class CheckContext:
     full_report_url: str | None = None
     isolation: list[str] = field(default_factory=list)  # the sandbox's layers, as it applied them
     limits: list[str] = field(default_factory=list)  # its limits, and those it could not apply
-    base_sha: str = ""  # the pull request's base, whose merge base with the head is checked
+    base_sha: str = ""  # the pull request's base, whose merge base is checked ("": a push)
     # the findings against the merge base and the known divergences (bot/baseline.py);
     # None: every finding counts (no baseline was asked for, or a sharded check)
     classified: Classified | None = None

@@ -158,8 +158,8 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
                              disk_bytes=settings.sandbox_disk_bytes),
         containment=containment, sandbox=metrics.sandbox(run_check),
         gate=trust.TrustGate(engine, github), engine=engine, max_shards=settings.max_shards,
-        sharding=sharding.Sharding(groups), work_dir=folder.path,
-        status_url=settings.public_url)
+        merge_base_check=settings.baseline, sharding=sharding.Sharding(groups),
+        work_dir=folder.path, status_url=settings.public_url)
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
     lease = settings.job_lease_seconds

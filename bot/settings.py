@@ -148,6 +148,11 @@ class Settings(BaseSettings):
         default=4, ge=1, le=16, description="the most shard jobs one check is split into, 1 "
         "to 16 (a repository asks for them with `shards`; 1 runs every check whole)"
     )
+    baseline: bool = Field(
+        default=True, description="check each pull request's merge base too (cached) and fail "
+        "only on new divergences, for repositories that leave `baseline: enabled` on; false: "
+        "no merge-base check anywhere (every finding is new)"
+    )
     sandbox_wall_seconds: int = Field(
         default=900, gt=0, description="a positive number of seconds per sandboxed check"
     )
