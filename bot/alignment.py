@@ -302,11 +302,13 @@ class AlignmentJob:
         return ctx, config
 
     def check(self, ctx: CheckContext, config: RepoConfig, repo: Repository,
-              payload: dict[str, Any]) -> None:
+              payload: dict[str, Any], read_known: bool = True) -> None:
         """Run the sandboxed check of ``ctx.specs`` (shard ``payload["shard"]`` of
-        ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice."""
+        ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice.
+        With ``read_known``, the head's known-divergences file marks the findings and a
+        malformed one fails the check; the status job reads the file itself, after the run."""
         head_sha = ctx.head_sha
-        known, problem = known_file(repo, head_sha)
+        known, problem = known_file(repo, head_sha) if read_known else (None, None)
         if problem is not None:
             ctx.failure, ctx.advice = problem, (
                 f"Fix {KNOWN_PATH} at the line named above: each entry needs a `reason:` and "

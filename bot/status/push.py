@@ -64,9 +64,7 @@ class Checker(Protocol):
     the pull requests' own path, so a push is checked as a pull request's head is)."""
 
     def check(self, ctx: CheckContext, config: RepoConfig, repo: Repository,
-              payload: dict[str, Any]) -> None: ...
-
-
+              payload: dict[str, Any], read_known: bool = True) -> None: ...
 
 
 @dataclass
@@ -107,7 +105,7 @@ class StatusJob:
         if not specs:
             return self._store(job, candidate[:80], None, f"{CONFIG_PATH} maps no ops")
         ctx = CheckContext(sha, candidate[:80], specs=specs)
-        self.checker.check(ctx, config, repo, payload)
+        self.checker.check(ctx, config, repo, payload, read_known=False)
         ensure_current()  # superseded by a newer push, or taken over: store nothing
         report = ctx.report.dump() if ctx.report is not None else None
         known, note = self.known(repo, sha) if report is not None else (None, None)
