@@ -25,6 +25,7 @@ lint: $(STAMP)
 	$(BIN)/mypy
 
 # bubblewrap for the sandbox (scripts/bubblewrap.sh installs Debian's package when needed).
+# Chromium for the status page's browser test (scripts/chromium.sh, the same way).
 # PostgreSQL for the queue tests: scripts/postgres.sh starts a throwaway server (installing
 # Debian's package when needed) and stops it when the tests end. The tests run in
 # TEST_WORKERS pytest-xdist processes (most of their time is spent waiting on subprocesses
@@ -33,6 +34,7 @@ lint: $(STAMP)
 TEST_WORKERS ?= 2
 test: lint $(PADDLE_VENV)/.installed $(TORCHAX_STAMP) $(OPENVINO_STAMP)
 	bash scripts/bubblewrap.sh
+	bash scripts/chromium.sh
 	bash -c 'source scripts/postgres.sh && \
 	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python \
 	  ALIGNBOT_TORCHAX_PYTHON=$(abspath $(TORCHAX_VENV))/bin/python \

@@ -1,7 +1,7 @@
 """alignbot's GitHub App: webhooks in, alignment checks on pull requests, one sticky comment out.
 
 Module map (one concern each; none of the feature modules knows about HTTP, and no feature —
-alignment, trust, commands, reminders — imports another: ``tests/test_layers.py``):
+alignment, trust, commands, reminders, status — imports another: ``tests/test_layers.py``):
 
 - ``settings.py``   environment settings (pydantic-settings), one clear error per bad value
 - ``storage/``      the database: every table (one module per concern), engines,
@@ -10,7 +10,7 @@ alignment, trust, commands, reminders — imports another: ``tests/test_layers.p
 - ``jobs.py``       the kinds of job, named once (features queue each other's jobs by kind)
 - ``webhooks.py``   HMAC verification, delivery de-duplication, routing, enqueue, 2xx at once
 - ``app.py``        the FastAPI application (``POST /webhook``, ``GET /healthz``,
-                    ``GET /metrics``)
+                    ``GET /metrics``, the features' pages)
 - ``metrics.py``    Prometheus metrics, a registry per App; the queue read at scrape time
 - ``logs.py``       JSON or text log lines with the delivery, job and repository ids
 - ``api_routes.py`` the GitHub routes the App calls and the permission each needs
@@ -45,6 +45,9 @@ alignment, trust, commands, reminders — imports another: ``tests/test_layers.p
 - ``reminders/``    weekly reminders on stale pull requests and the upstream watch digest:
                     one ``reminder-sweep`` job per repository (schedule, facts, CODEOWNERS,
                     the sweep, its store, the job and the pass that queues the jobs)
+- ``status/``       the default branch's status: a push → the whole check → results stored
+                    per op × dtype × kind (``push``, ``store``); the pages, sign-in with
+                    GitHub and who may see what (``pages``, ``view``, ``oauth``, ``access``)
 - ``lease.py``      named leases in the database (the upstream digest is written under one)
 - ``periodic.py``   a function run every few seconds in a thread (the reminder pass)
 - ``workdir.py``    each worker process's own work folder, locked while it lives, and the

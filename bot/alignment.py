@@ -4,6 +4,7 @@ check run and one sticky comment, edited in place on later pushes."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import tempfile
 import threading
@@ -13,13 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from github import GithubException
+from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
 
+from checks.known import KNOWN_PATH, KnownFile, KnownFileError, load_known
+
+from . import baseline as baselines
 from .archive import ArchiveError, extract_tarball
+from .baseline import BASELINE_FILE, Classified, classify
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
-from .engine_report import InvalidReport, empty_report, parse_report
+from .engine_report import EngineReport, InvalidReport, empty_report, parse_report
 from .errors import is_transient
 from .github import (
     FileTooLarge,
@@ -44,6 +51,7 @@ from .output import (
 from .policy import Hold, head_seen
 from .queue import JobQueue, JobRecord, JobRequest
 from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
+from .seeds import check_seed
 from .storage import installation_gone
 from .webhooks import Event, WebhookRouter
 from .worker import JobLost, JobSuperseded, ensure_current, stop_event
@@ -141,8 +149,10 @@ class AlignmentJob:
     gate: Gate | None = None
     engine: Engine | None = None  # where installations are recorded: a removed one is skipped
     max_shards: int = 1  # the operator's cap on a repository's ``shards``
+    merge_base_check: bool = True  # the operator's switch: False checks no merge base
     work_dir: Path | None = None  # where checkouts go (bot.workdir.WorkFolder); None: /tmp
     sharding: Sharding | None = None  # bot.sharding.Sharding: splits a check into shard jobs
+    status_url: str | None = None  # the App's public address: check runs link the PR's page
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         """Run the job; once its check run exists, every way out completes it, except a
@@ -220,7 +230,8 @@ class AlignmentJob:
             if split is not None:  # its worker died after the split: the shards end the run
                 return split
             self.sharding.close_superseded(job, repo, head_sha)
-        run = _check_run(repo, head_sha, job.key)
+        run = _check_run(repo, head_sha, job.key, self.status_url and (
+            f"{self.status_url}/status/{payload['repo']}/pull/{payload['number']}"))
         runs.append(run)
         started = time.monotonic()
         if text is None:
@@ -283,31 +294,43 @@ class AlignmentJob:
         ctx = CheckContext(head_sha, _describe(config), specs=specs,
                            patches={f.filename: f.patch or "" for f in files},
                            op_files_for=_op_files_for(config, changed),
-                           tracker=config.upstream.tracker)
+                           tracker=config.upstream.tracker, base_sha=pr.base.sha,
+                           strict_known=config.known.strict)
         if not specs:
             ctx.report = empty_report()
             return ctx, None
         return ctx, config
 
     def check(self, ctx: CheckContext, config: RepoConfig, repo: Repository,
-              payload: dict[str, Any]) -> None:
+              payload: dict[str, Any], read_known: bool = True) -> None:
         """Run the sandboxed check of ``ctx.specs`` (shard ``payload["shard"]`` of
-        ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice."""
+        ``payload["shards"]``, when given): ``ctx.report``, or ``ctx.failure`` with advice.
+        With ``read_known``, the head's known-divergences file marks the findings and a
+        malformed one fails the check; the status job reads the file itself, after the run."""
         head_sha = ctx.head_sha
+        known, problem = known_file(repo, head_sha) if read_known else (None, None)
+        if problem is not None:
+            ctx.failure, ctx.advice = problem, (
+                f"Fix {KNOWN_PATH} at the line named above: each entry needs a `reason:` and "
+                "a `fingerprint:`, an `op:` or a `signature:`.")
+            return
+        seed, base = check_seed(payload), None
         with tempfile.TemporaryDirectory(prefix="alignbot-pr-", dir=self.work_dir) as tmp:
-            try:  # streamed to a file and from it: a large archive is never whole in memory
-                with self.app.download(repo.get_archive_link("tarball", head_sha),
-                                       payload["installation_id"], folder=Path(tmp)) as archive:
-                    root = extract_tarball(archive, Path(tmp) / "src")
-            except ArchiveError as exc:
-                ctx.failure = f"the pull request's archive was refused: {exc}"
-                ctx.advice = ("alignbot unpacks only plain files and folders, and links that "
-                              "stay inside the repository.")
+            root = self._unpacked(ctx, repo, head_sha, payload, Path(tmp) / "head")
+            if root is None:
                 return
-            args = _check_args(config, ctx.specs, root, head_sha, payload.get("n"),
-                               payload.get("seed"))
+            args = _check_args(config, ctx.specs, root, seed, payload.get("n"))
             if payload.get("shards"):
                 args += ["--shard", f"{int(payload['shard'])}/{int(payload['shards'])}"]
+            elif config.baseline.enabled and self.merge_base_check and ctx.base_sha:
+                base = self.baseline(ctx, config, repo, payload, seed, Path(tmp) / "base")
+                ensure_current()  # lost or superseded while the base ran: the head is not run
+                if base is not None:
+                    (root / BASELINE_FILE).parent.mkdir(parents=True, exist_ok=True)
+                    (root / BASELINE_FILE).write_text(json.dumps(base.dump()))
+                    args += ["--baseline", BASELINE_FILE]
+            if known is not None:
+                args += ["--known", KNOWN_PATH]
             # a newer push (or losing the job) kills the sandbox at once, not at its end
             result = self.sandbox(root, config, args, self.limits, self.containment,
                                   stop=stop_event())
@@ -318,10 +341,86 @@ class AlignmentJob:
             except InvalidReport as exc:
                 ctx.failure = f"the engine's report was invalid: {exc}"
                 ctx.advice = INVALID_REPORT_ADVICE
+            else:
+                if not payload.get("shards") and (ctx.classified is not None or known):
+                    against = ctx.classified or Classified()  # the base's sha, or its problem
+                    ctx.classified = classify(ctx.report, base, known)
+                    ctx.classified.base_sha = against.base_sha
+                    ctx.classified.base_problem = against.base_problem
         else:
             ctx.failure = result.reason or "the engine produced no report"
             ctx.advice = ("The pull request's setup commands and spec files run in a sandbox "
                           "without network or secrets; the reason above says what stopped it.")
+
+    def _unpacked(self, ctx: CheckContext, repo: Repository, sha: str, payload: dict[str, Any],
+                  folder: Path) -> Path | None:
+        """The tree at ``sha`` unpacked under ``folder``; None (with ``ctx.failure``) when
+        its archive is refused."""
+        folder.mkdir(parents=True)
+        try:  # streamed to a file and from it: a large archive is never whole in memory
+            with self.app.download(repo.get_archive_link("tarball", sha),
+                                   payload["installation_id"], folder=folder) as archive:
+                return extract_tarball(archive, folder / "src")
+        except ArchiveError as exc:
+            ctx.failure = f"the pull request's archive was refused: {exc}"
+            ctx.advice = ("alignbot unpacks only plain files and folders, and links that "
+                          "stay inside the repository.")
+            return None
+
+    def baseline(self, ctx: CheckContext, config: RepoConfig, repo: Repository,
+                 payload: dict[str, Any], seed: int, folder: Path) -> EngineReport | None:
+        """The same check (specs, seed, draws, candidate) on the pull request's merge base:
+        cached by base, configuration and candidate, else run in the sandbox now and kept.
+        Sets ``ctx.classified`` to say which base, or why there is none."""
+        ctx.classified = Classified()
+        try:
+            base_sha = repo.compare(ctx.base_sha, ctx.head_sha).merge_base_commit.sha
+        except GithubException as exc:
+            if is_transient(exc):
+                raise
+            ctx.classified.base_problem = f"GitHub gave no merge base ({exc.status})"
+            return None
+        ctx.classified.base_sha = base_sha
+        key = baselines.cache_key(config, ctx.specs, seed, payload.get("n"))
+        if self.engine is not None and (hit := baselines.cached(
+                self.engine, payload["repo"], base_sha, key)) is not None:
+            return hit
+        started = time.monotonic()
+        failed = CheckContext(base_sha, ctx.candidate)
+        root = self._unpacked(failed, repo, base_sha, payload, folder)
+        if root is None:
+            ctx.classified.base_problem = failed.failure
+            return None
+        # as drawn: the head's check replays the program that showed a finding here to
+        # tell a fix from a draw that missed it, and minimizes only what is new
+        args = [*_check_args(config, ctx.specs, root, seed, payload.get("n")), "--no-minimize"]
+        result = self.sandbox(root, config, args, self.limits, self.containment,
+                              stop=stop_event())
+        try:
+            report = parse_report(result.report) if result.report is not None else None
+        except InvalidReport as exc:
+            report, result.reason = None, f"its report was invalid: {exc}"
+        if report is None or not report.complete:
+            ctx.classified.base_problem = (result.reason or "the run was cut short")[:300]
+            return None
+        if self.engine is not None:
+            baselines.store(self.engine, payload["repo"], base_sha, key, report,
+                            time.monotonic() - started)
+        return report
+
+
+def known_file(repo: Repository, head_sha: str) -> tuple[KnownFile | None, str | None]:
+    """The head's known divergences (None without the file), or why it is refused."""
+    try:
+        text = read_text(repo, KNOWN_PATH, head_sha)
+    except FileUnreadable as exc:
+        return None, f"{KNOWN_PATH}: {exc}"
+    if text is None:
+        return None, None
+    try:
+        return load_known(text, KNOWN_PATH), None
+    except KnownFileError as exc:
+        return None, f"{KNOWN_PATH} is invalid: {exc}"
 
 
 def _unreadable_config(head_sha: str, error: FileUnreadable) -> CheckContext:
@@ -372,11 +471,11 @@ def _specs(config: RepoConfig, changed: list[str], payload: dict[str, Any]) -> l
     return config.specs_for(changed)
 
 
-def _check_args(config: RepoConfig, specs: list[str], root: Path, head_sha: str,
-                n: int | None = None, seed: int | None = None) -> list[str]:
+def _check_args(config: RepoConfig, specs: list[str], root: Path, seed: int,
+                n: int | None = None) -> list[str]:
     """The engine's arguments; the sandbox adds the candidate's own (preset or prelude).
-    ``n`` and ``seed`` are ``/align``'s overrides of the configured draws and the head's seed."""
-    seed = int(head_sha[:8], 16) if seed is None else seed
+    ``seed`` is the check's (``bot.seeds.check_seed``), ``n`` ``/align``'s override of the
+    configured draws."""
     args = ["--ops", ",".join(specs), "--seed", str(seed),
             "--n", str(config.draws if n is None else n)]
     if config.tolerances is not None:
@@ -405,14 +504,17 @@ def find_check_run(repo: Repository, head_sha: str, key: str) -> Any | None:
     return None
 
 
-def _check_run(repo: Repository, head_sha: str, key: str) -> Any:
-    """The check run for this head, found again by its external id, or a new one."""
+def _check_run(repo: Repository, head_sha: str, key: str, details_url: str | None = None
+               ) -> Any:
+    """The check run for this head, found again by its external id, or a new one (linking
+    ``details_url``, the pull request's status page, when given)."""
     run = find_check_run(repo, head_sha, key)
     if run is not None:
         run.edit(status="in_progress")
         return run
     return repo.create_check_run(name=CHECK_NAME, head_sha=head_sha, status="in_progress",
-                                 external_id=external_id(key, head_sha))
+                                 external_id=external_id(key, head_sha),
+                                 details_url=details_url or NotSet)
 
 
 def _complete(run: Any, output: Any) -> None:

@@ -48,6 +48,7 @@ ROUTES: tuple[ApiRoute, ...] = (
     ApiRoute("GET", f"{REPO}/contents/{{path}}", "contents:read"),
     ApiRoute("GET", f"{REPO}/tarball/{{ref}}", "contents:read"),
     ApiRoute("GET", f"{REPO}/commits/{{ref}}", "contents:read"),
+    ApiRoute("GET", f"{REPO}/compare/{{basehead}}", "contents:read"),  # a pull's merge base
     ApiRoute("GET", f"{REPO}/commits/{{ref}}/check-runs", "checks:read"),
     ApiRoute("POST", f"{REPO}/check-runs", "checks:write"),
     ApiRoute("PATCH", f"{REPO}/check-runs/{{check_run_id}}", "checks:write"),

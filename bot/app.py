@@ -1,5 +1,6 @@
-"""The FastAPI application: ``POST /webhook`` (acknowledged at once), ``GET /healthz`` and
-``GET /metrics`` (Prometheus, ``bot/metrics.py``)."""
+"""The FastAPI application: ``POST /webhook`` (acknowledged at once), ``GET /healthz``,
+``GET /metrics`` (Prometheus, ``bot/metrics.py``) and the pages a feature adds (the status
+pages, ``bot/status/pages.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from sqlalchemy import Engine, text
@@ -40,6 +41,7 @@ def create_app(
     on_enqueued: Callable[[], None] | None = None,
     freeze_gc: bool = True,
     metrics: Metrics | None = None,
+    pages: APIRouter | None = None,
 ) -> FastAPI:
     """The webhook service. It only verifies, records and enqueues; workers do the work.
     Bodies are read through ``bot/intake.py``, bounded until their signature matched.
@@ -50,7 +52,7 @@ def create_app(
     collection over FastAPI's, pydantic's and SQLAlchemy's objects otherwise pauses every
     request for 50-100 ms now and then. Tests that start many apps in one process turn it off.
     ``metrics``: where deliveries are counted and what ``/metrics`` serves (``app.state``
-    keeps it); by default a registry of this app's own.
+    keeps it); by default a registry of this app's own. ``pages``: the HTML pages' routes.
     """
     store = store or SqlDeliveryStore(engine)
     metrics = metrics or Metrics(engine)
@@ -70,6 +72,8 @@ def create_app(
         title="alignbot", docs_url=None, redoc_url=None, openapi_url=None, lifespan=lifespan
     )
     app.state.metrics = metrics
+    if pages is not None:
+        app.include_router(pages)
 
     @app.post("/webhook")
     async def webhook(request: Request) -> JSONResponse:

@@ -31,6 +31,7 @@ MAX_SEED = 2**63 - 1
 MAX_EXAMPLES = 5
 MAX_UPSTREAM = 100  # calls of one drawn program
 MAX_MISSED = 100  # never-drawn alternatives a spec names (checks/explore.py)
+MAX_COVERED = 2_000  # (op, dtype) pairs one spec's draws called
 
 Name = Annotated[str, StringConstraints(max_length=300)]  # a spec, op, observation or node
 Line = Annotated[str, StringConstraints(max_length=10_000)]  # a reason, claim or title
@@ -94,6 +95,41 @@ class Upstream(_Strict):
     node: Name
 
 
+class KnownMark(_Strict):
+    """The known-divergences entry a finding matched (checks/known.py), as the engine's
+    ``--known`` wrote it; the App classifies findings against the file itself."""
+
+    entry: Line
+    reason: Line
+    upstream: Line | None
+    line: Count
+
+
+class Rechecked(_Strict):
+    """A baseline finding the head did not draw, its repro replayed on the head."""
+
+    fingerprint: Fingerprint
+    kind: Kind
+    op: Name
+    agrees: bool
+
+
+Scalar = float | int | bool | Annotated[str, StringConstraints(max_length=100)]
+
+
+class Numbers(_Strict):
+    """The value that differs on both sides (checks/numbers.py)."""
+
+    name: Name
+    shape: list[Count] = Field(max_length=64)
+    expected: list[Scalar] = Field(max_length=16)
+    actual: list[Scalar] = Field(max_length=16)
+    largest_difference: Scalar
+    at: list[Count] = Field(max_length=64)
+    expected_at: Scalar
+    actual_at: Scalar
+
+
 class EngineFinding(_Strict):
     """One finding as ``Finding.to_json`` writes it, with what minimizing adds (all optional:
     ``--no-minimize`` leaves them out)."""
@@ -129,6 +165,10 @@ class EngineFinding(_Strict):
     minimize_error: Line | None = None  # why minimizing this finding failed
     judged_alone: bool | None = None  # its call, fed the reference's inputs (checks/calls.py)
     downstream_of: list[Upstream] | None = Field(default=None, max_length=MAX_UPSTREAM)
+    known: KnownMark | None = None  # with --known: the entry that expects it
+    baseline: Literal["new", "pre-existing"] | None = None  # with --baseline
+    drawn_fingerprint: Fingerprint | None = None  # as drawn, when minimizing changed it
+    numbers: Numbers | None = None  # the differing value on both sides
 
 
 class CauseMember(_Strict):
@@ -160,6 +200,9 @@ class SpecExploration(_Strict):
     seen: Count
     drawn: Count
     missed: list[Label] = Field(max_length=MAX_MISSED)
+    # [op, dtype] of each call to one of the spec's ops (older reports lack it)
+    covered: list[Annotated[list[Name], Field(min_length=2, max_length=2)]] = Field(
+        default_factory=list, max_length=MAX_COVERED)
 
 
 class EngineReport(_Strict):
@@ -178,6 +221,8 @@ class EngineReport(_Strict):
     findings: list[EngineFinding] = Field(max_length=MAX_FINDINGS)
     causes: list[Cause] | None = Field(default=None, max_length=MAX_FINDINGS)
     exploration: list[SpecExploration] | None = Field(default=None, max_length=MAX_SPECS)
+    known_fixed: list[KnownMark] | None = Field(default=None, max_length=MAX_FINDINGS)
+    rechecked: list[Rechecked] | None = Field(default=None, max_length=MAX_FINDINGS)
 
     def dump(self) -> dict[str, Any]:
         """JSON data for the job's result (read again by ``latest_report``)."""

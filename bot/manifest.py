@@ -32,7 +32,8 @@ def build_manifest(router: WebhookRouter, url: str, *, name: str = "alignbot",
 
     ``redirect_url`` is where GitHub sends the browser after registration with a ``code`` to
     exchange for the App's id, key and webhook secret (default: ``url``). Installation events
-    are not listed: GitHub sends them to every App.
+    are not listed: GitHub sends them to every App. ``callback_urls``: where signing in to
+    the status pages returns (``bot/status/oauth.py``).
     """
     base = _base_url(url, "--url")
     name = name.strip()
@@ -43,6 +44,7 @@ def build_manifest(router: WebhookRouter, url: str, *, name: str = "alignbot",
         "url": base,
         "hook_attributes": {"url": f"{base}/webhook", "active": True},
         "redirect_url": _base_url(redirect_url, "--redirect-url") if redirect_url else base,
+        "callback_urls": [f"{base}/login/callback"],
         "public": public,
         "default_permissions": permissions(),
         "default_events": router.events(),

@@ -13,12 +13,14 @@ from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
 from checks import causes as causes_of
+from checks.known import KNOWN_PATH
 from checks.markdown import Trusted, defuse, inline, no_comment, visible
 from checks.report import candidate_line as candidate_line  # what alignment.py shows
 from checks.report import environment, packages_line
 from checks.report_types import Cause, FindingEntry
 from checks.triage import Verdict
 
+from .baseline import Classified
 from .engine_report import EngineFinding, EngineReport, new_issue_link
 
 CHECK_NAME = "alignbot / op alignment"
@@ -56,6 +58,11 @@ class CheckContext:
     full_report_url: str | None = None
     isolation: list[str] = field(default_factory=list)  # the sandbox's layers, as it applied them
     limits: list[str] = field(default_factory=list)  # its limits, and those it could not apply
+    base_sha: str = ""  # the pull request's base, whose merge base is checked ("": a push)
+    # the findings against the merge base and the known divergences (bot/baseline.py);
+    # None: every finding counts (no baseline was asked for, or a sharded check)
+    classified: Classified | None = None
+    strict_known: bool = False  # ``known: strict``: an entry that no longer reproduces fails
 
 
 @dataclass
@@ -67,12 +74,23 @@ class CheckOutput:
     annotations: list[dict[str, Any]]
 
 
+def shown(ctx: CheckContext) -> list[EngineFinding]:
+    """The findings the check is about: the new ones against the baseline and the known
+    divergences, or all of them without a classification."""
+    if ctx.classified is not None:
+        return ctx.classified.new
+    return ctx.report.findings if ctx.report else []
+
+
 def conclusion(ctx: CheckContext) -> Conclusion:
-    """Failure for anything the pull request should fix; neutral when only PyTorch (or
-    rounding) is to blame; success when everything agreed."""
+    """Failure for anything the pull request should fix (with a baseline: what it newly
+    broke, and with ``known: strict`` an entry that no longer reproduces); neutral when only
+    PyTorch (or rounding) is to blame; success when everything agreed or was there before."""
     if ctx.failure is not None or ctx.report is None:
         return Conclusion.FAILURE
-    verdicts = {f.verdict or Verdict.UNDETERMINED for f in ctx.report.findings}
+    if ctx.strict_known and ctx.classified is not None and ctx.classified.known_fixed:
+        return Conclusion.FAILURE
+    verdicts = {f.verdict or Verdict.UNDETERMINED for f in shown(ctx)}
     if not verdicts:
         return Conclusion.SUCCESS
     if verdicts <= {Verdict.REFERENCE_SUSPECT, Verdict.TOLERANCE_NOISE}:
@@ -83,12 +101,19 @@ def conclusion(ctx: CheckContext) -> Conclusion:
 def headline(ctx: CheckContext) -> str:
     if ctx.failure is not None or ctx.report is None:
         return "the check could not run"
-    findings = ctx.report.findings
-    if not findings:
-        return f"all {ctx.report.specs_run} specs agree with PyTorch"
+    findings = shown(ctx)
     counts = Counter(_verdict(f) for f in findings)
     parts = ", ".join(f"{n} {v}" for v, n in sorted(counts.items()))
-    causes = len(grouped(ctx.report)[0])
+    if ctx.classified is not None:
+        before = ctx.classified.counts()
+        if not findings:
+            return f"no new divergences ({before})" if before else \
+                f"all {ctx.report.specs_run} specs agree with PyTorch"
+        return (f"{len(findings)} new divergence{'s' if len(findings) != 1 else ''} "
+                f"({parts}{'; ' + before if before else ''})")
+    if not findings:
+        return f"all {ctx.report.specs_run} specs agree with PyTorch"
+    causes = len(grouped(findings)[0])
     return (f"{len(findings)} finding{'s' if len(findings) != 1 else ''} in {causes} "
             f"cause{'s' if causes != 1 else ''} ({parts})")
 
@@ -243,7 +268,7 @@ def annotations_for(ctx: CheckContext) -> list[dict[str, Any]]:
     if ctx.report is None:
         return []
     result = []
-    for finding in ctx.report.findings:
+    for finding in shown(ctx):
         blamed = finding.verdict in (Verdict.CANDIDATE_BUG, Verdict.UNDETERMINED, None)
         level = "failure" if blamed else "warning"
         for path in _files_for(finding, ctx):
@@ -263,12 +288,42 @@ def _failure(ctx: CheckContext) -> str | None:
     return ctx.failure
 
 
-def grouped(report: EngineReport | None) -> tuple[list[Cause], dict[str, EngineFinding]]:
-    """The report's causes, grouped here from the findings as validated (the report's own
-    list is never trusted), and its findings by fingerprint."""
-    findings = report.findings if report else []
+def grouped(findings: list[EngineFinding]) -> tuple[list[Cause], dict[str, EngineFinding]]:
+    """The causes of a report's findings, grouped here from the findings as validated (the
+    report's own list is never trusted), and the findings by fingerprint."""
     entries = [cast(FindingEntry, f.model_dump(mode="json")) for f in findings]
     return causes_of.group(entries), {f.fingerprint: f for f in findings}
+
+
+def _number(value: float | int | bool | str) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else str(value)
+
+
+def numbers_of(findings: list[EngineFinding]) -> dict[str, dict[str, str]]:
+    """Each finding's numbers as the texts a template shows (``bot.engine_report.Numbers``):
+    the value's name, shape, the first elements on each side, the largest difference and
+    where, with both values there."""
+    shown: dict[str, dict[str, str]] = {}
+    for finding in findings:
+        n = finding.numbers
+        if n is None:
+            continue
+        more = ", …" if len(n.expected) < _elements(n.shape) else ""
+        shown[finding.fingerprint] = {
+            "name": n.name, "shape": "[" + ", ".join(map(str, n.shape)) + "]",
+            "expected": "[" + ", ".join(map(_number, n.expected)) + more + "]",
+            "actual": "[" + ", ".join(map(_number, n.actual)) + more + "]",
+            "largest": _number(n.largest_difference),
+            "at": n.name + ("[" + ", ".join(map(str, n.at)) + "]" if n.at else ""),
+            "expected_at": _number(n.expected_at), "actual_at": _number(n.actual_at)}
+    return shown
+
+
+def _elements(shape: list[int]) -> int:
+    count = 1
+    for size in shape:
+        count *= size
+    return count
 
 
 def _packages(report: EngineReport | None) -> str:
@@ -283,15 +338,17 @@ def shown_layers(layers: list[str]) -> list[str]:
 
 def check_output(ctx: CheckContext) -> CheckOutput:
     env = environment()
-    findings = ctx.report.findings if ctx.report else []
+    findings = shown(ctx)
     by_verdict = Counter(_verdict(f) for f in findings)
-    causes, by_print = grouped(ctx.report)
+    causes, by_print = grouped(findings)
     packages = _packages(ctx.report)
     summary = env.get_template("check_run_summary.md.j2").render(
         failure=_failure(ctx), advice=ctx.advice, report=ctx.report, by_verdict=dict(by_verdict),
         seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate, packages=packages,
-        causes=causes, isolation=shown_layers(ctx.isolation), limits=ctx.limits)
-    text = env.get_template("check_run_text.md.j2").render(causes=causes, by_print=by_print)
+        causes=causes, isolation=shown_layers(ctx.isolation), limits=ctx.limits,
+        findings=findings, changes=ctx.classified)
+    text = env.get_template("check_run_text.md.j2").render(causes=causes, by_print=by_print,
+                                                           numbers=numbers_of(findings))
     return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],
                        fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
                        fit(text, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
@@ -299,11 +356,13 @@ def check_output(ctx: CheckContext) -> CheckOutput:
 
 
 def comment_body(ctx: CheckContext) -> str:
-    causes, by_print = grouped(ctx.report)
+    findings = shown(ctx)
+    causes, by_print = grouped(findings)
     body = environment().get_template("pr_comment.md.j2").render(
         marker=Trusted(MARKER), headline=headline(ctx), failure=_failure(ctx),
         advice=ctx.advice, report=ctx.report, head_sha=ctx.head_sha, tracker=ctx.tracker,
-        causes=causes, by_print=by_print, packages=_packages(ctx.report),
+        causes=causes, by_print=by_print, packages=_packages(ctx.report), findings=findings,
+        changes=ctx.classified, known_path=KNOWN_PATH, numbers=numbers_of(findings),
         links={key: new_issue_link(ctx.tracker, f) for key, f in by_print.items()})
     return fit(body, COMMENT_LIMIT, ctx.full_report_url)
 

@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import Any
 
 import uvicorn
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 from sqlalchemy.engine import Engine, make_url
 
-from . import alignment, commands, logs, reminders, sharding, trust, workdir
+from . import alignment, commands, logs, reminders, sharding, status, trust, workdir
 from .app import create_app
 from .github import GitHubApp, api_options
 from .lease import Lease, default_owner
@@ -88,7 +88,30 @@ def webhook_router() -> WebhookRouter:
     router = WebhookRouter()
     alignment.register(router)
     commands.register(router)
+    status.register(router)
     return router
+
+
+def status_pages(settings: Settings, engine: Engine, github: GitHubApp) -> APIRouter:
+    """The status pages' routes; signing in with GitHub where the settings allow it."""
+    sessions = oauth = None
+    if settings.sign_in:
+        public = settings.public_url or f"http://{settings.host}:{settings.port}"
+        sessions = status.Sessions(settings.session_key.get_secret_value(),
+                                   secure=public.startswith("https://"))
+        oauth = status.GitHubOAuth(settings.oauth_client_id,
+                                   settings.oauth_client_secret.get_secret_value(),
+                                   settings.github_web_url, settings.github_api_url,
+                                   f"{public}/login/callback")
+    viewers = status.GitHubViewers(github, settings.github_api_url)
+    pages = status.StatusPages(engine, viewers, viewers.file_at, sessions, oauth,
+                               history=settings.status_history)
+    return status.router(pages)
+
+
+def _github(settings: Settings, metrics: Metrics) -> GitHubApp:
+    return GitHubApp(settings.app_id, settings.private_key.get_secret_value(),
+                     api_options(settings), observe=metrics.github_request)
 
 
 def build(settings: Settings) -> Service:
@@ -98,7 +121,7 @@ def build(settings: Settings) -> Service:
     metrics = Metrics(engine)
     worker, timer, github = build_worker(settings, engine, queue, metrics)
     app = create_app(settings, engine, webhook_router(), on_enqueued=worker.notify,
-                     metrics=metrics)
+                     metrics=metrics, pages=status_pages(settings, engine, github))
     return Service(app=app, engine=engine, worker=worker, github=github, reminder_pass=timer,
                    metrics=metrics)
 
@@ -107,15 +130,16 @@ def build_web(settings: Settings) -> FastAPI:
     """The webhook service alone (``Role.WEB``): it records and queues; workers elsewhere run
     the jobs. Its ``/metrics`` has the deliveries and the shared queue."""
     engine, _ = _database(settings)
-    return create_app(settings, engine, webhook_router(), metrics=Metrics(engine))
+    metrics = Metrics(engine)
+    return create_app(settings, engine, webhook_router(), metrics=metrics,
+                      pages=status_pages(settings, engine, _github(settings, metrics)))
 
 
 def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics: Metrics
                  ) -> tuple[Worker, Periodic, GitHubApp]:
     """The worker with every job's handler, and the timer that queues the due reminder
     sweeps while this process holds the ``reminder-pass`` lease."""
-    github = GitHubApp(settings.app_id, settings.private_key.get_secret_value(),
-                       api_options(settings), observe=metrics.github_request)
+    github = _github(settings, metrics)
     containment = sandbox_containment(settings, engine)
     removed = remove_stale(containment.base_dir)
     if removed:
@@ -134,13 +158,15 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
                              disk_bytes=settings.sandbox_disk_bytes),
         containment=containment, sandbox=metrics.sandbox(run_check),
         gate=trust.TrustGate(engine, github), engine=engine, max_shards=settings.max_shards,
-        sharding=sharding.Sharding(groups), work_dir=folder.path)
+        merge_base_check=settings.baseline, sharding=sharding.Sharding(groups),
+        work_dir=folder.path, status_url=settings.public_url)
     command_job = commands.CommandJob(app=github, queue=queue, engine=engine)
     sweep_job = reminders.SweepJob(github, engine, reminders.options_from(settings))
     lease = settings.job_lease_seconds
     worker = Worker(queue, {alignment.JOB_KIND: job, commands.JOB_KIND: command_job,
                             sharding.JOB_KIND: sharding.ShardJob(job, groups),
-                            reminders.JOB_KIND: sweep_job},
+                            reminders.JOB_KIND: sweep_job,
+                            status.JOB_KIND: status.StatusJob(github, engine, job)},
                     concurrency=settings.workers, retry=retry_policy(settings),
                     limits={reminders.JOB_KIND: reminders.SWEEPS_AT_ONCE},
                     heartbeat=min(2.0, lease / 3), reclaim_interval=lease / 2,
@@ -186,7 +212,10 @@ def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
 def _logging(settings: Settings) -> None:
     logs.configure(settings.log_format, secrets=[
         settings.private_key.get_secret_value(),
-        *(secret.get_secret_value() for secret in settings.webhook_secrets)])
+        *(secret.get_secret_value() for secret in settings.webhook_secrets),
+        *(secret.get_secret_value() for secret in (settings.oauth_client_secret,
+                                                    settings.session_key)
+          if secret.get_secret_value())])
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:

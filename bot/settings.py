@@ -60,6 +60,33 @@ class Settings(BaseSettings):
         default="https://api.github.com",
         description="the GitHub REST API base URL (http:// or https://)",
     )
+    github_web_url: str = Field(
+        default="https://github.com",
+        description="GitHub's web address (http:// or https://), where people sign in to the "
+                    "status pages (/login/oauth/…)",
+    )
+    public_url: str | None = Field(
+        default=None,
+        description="the App's address as people reach it (http:// or https://): the status "
+                    "pages' links in check runs and the sign-in's callback; unset: check runs "
+                    "link no page",
+    )
+    oauth_client_id: str = Field(
+        default="", max_length=100,
+        description="the GitHub App's client id (Iv…), for signing in to private "
+                    "repositories' status pages; empty: those pages need no one and show "
+                    "nothing",
+    )
+    oauth_client_secret: SecretStr = Field(
+        default=SecretStr(""), description="the GitHub App's client secret (with the client id)")
+    session_key: SecretStr = Field(
+        default=SecretStr(""),
+        description="at least 32 characters that sign and encrypt the status pages' session "
+                    "cookie (needed with the client id); changing it signs everyone out",
+    )
+    status_history: int = Field(
+        default=20, ge=1, le=500,
+        description="the default branch's runs a status page shows, 1 to 500")
     host: str = Field(default="127.0.0.1", min_length=1, description="the address to listen on")
     port: int = Field(default=8080, ge=0, le=65535, description="a TCP port from 0 to 65535")
     workers: int = Field(default=1, ge=1, le=64, description="a number of worker threads, 1 to 64")
@@ -120,6 +147,11 @@ class Settings(BaseSettings):
     max_shards: int = Field(
         default=4, ge=1, le=16, description="the most shard jobs one check is split into, 1 "
         "to 16 (a repository asks for them with `shards`; 1 runs every check whole)"
+    )
+    baseline: bool = Field(
+        default=True, description="check each pull request's merge base too (cached) and fail "
+        "only on new divergences, for repositories that leave `baseline: enabled` on; false: "
+        "no merge-base check anywhere (every finding is new)"
     )
     sandbox_wall_seconds: int = Field(
         default=900, gt=0, description="a positive number of seconds per sandboxed check"
@@ -244,12 +276,34 @@ class Settings(BaseSettings):
             raise ValueError(f"unsupported database {url.get_backend_name()!r}")
         return value
 
-    @field_validator("github_api_url")
+    @field_validator("github_api_url", "github_web_url", "public_url")
     @classmethod
-    def _api_url(cls, value: str) -> str:
+    def _api_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         if not value.startswith(("http://", "https://")):
             raise ValueError(f"got {value!r}")
         return value.rstrip("/")
+
+    @field_validator("session_key")
+    @classmethod
+    def _session_key(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        if info.data.get("oauth_client_id") and len(value.get_secret_value()) < 32:
+            raise ValueError("shorter than 32 characters (a GitHub login needs it)")
+        return value
+
+    @field_validator("oauth_client_secret")
+    @classmethod
+    def _client_secret(cls, value: SecretStr, info: ValidationInfo) -> SecretStr:
+        if info.data.get("oauth_client_id") and not value.get_secret_value():
+            raise ValueError("missing (the client id is set)")
+        return value
+
+    @property
+    def sign_in(self) -> bool:
+        """Whether people can sign in with GitHub (the client and the cookie key are set)."""
+        return bool(self.oauth_client_id and self.oauth_client_secret.get_secret_value()
+                    and self.session_key.get_secret_value())
 
     def webhook_secret_bytes(self) -> list[bytes]:
         """The webhook secrets as the bytes HMAC keys are made of."""
@@ -314,7 +368,8 @@ def _problem(field: str, kind: str, message: str, raw: Any) -> str:
         return "missing"
     if kind == "value_error":
         return message.removeprefix("Value error, ")
-    if field in ("private_key", "webhook_secrets") or raw is None:
+    if field in ("private_key", "webhook_secrets", "oauth_client_secret", "session_key") \
+            or raw is None:
         return "invalid value"
     shown = str(raw)
     return f"got {shown[:60]!r}" + ("…" if len(shown) > 60 else "")

@@ -20,14 +20,17 @@ from .alignment import (
     _check_run,
     _finish,
     find_check_run,
+    known_file,
     will_retry,
 )
+from .baseline import classify
 from .config import CONFIG_PATH
 from .engine_report import EngineReport, InvalidReport, parse_report
 from .github import FileTooLarge, read_text, transient_failures
 from .jobs import ALIGN_SHARD
 from .output import CheckContext, Conclusion
 from .queue import JobRecord, JobRequest
+from .seeds import check_seed
 from .shard_groups import Group, ShardGroups
 from .storage import GroupEnd, installation_gone, utcnow
 from .worker import JobLost, JobSuperseded, current_worker, ensure_current
@@ -178,6 +181,9 @@ class ShardJob:
         ctx.failure = self._merge(results, ctx, payload)
         if ctx.failure is not None:
             ctx.advice = INVALID_REPORT_ADVICE
+        elif ctx.report is not None:  # known divergences apply to the merged report
+            known, _ = known_file(repo, head_sha)  # a malformed file failed every shard
+            ctx.classified = classify(ctx.report, None, known) if known else None
         ctx.seconds = (utcnow() - group.created_at).total_seconds()
         if self.check.public_url:
             ctx.full_report_url = f"{self.check.public_url.rstrip('/')}/reports/{job.id}"
@@ -189,8 +195,7 @@ class ShardJob:
     def _merge(self, results: list[dict[str, Any] | None], ctx: CheckContext,
                payload: dict[str, Any]) -> str | None:
         """Merge the shards' stored results into ``ctx.report``; what is wrong, or None."""
-        seed = int(payload["head_sha"][:8], 16) if payload.get("seed") is None \
-            else int(payload["seed"])
+        seed = check_seed(payload)
         reports = []
         for index, result in enumerate(results, 1):
             try:

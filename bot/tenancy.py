@@ -16,13 +16,20 @@ installation whose token to use: always the tenant's own) or a ``NotAllowed``:
   GitHub is asked: the name is followed to where the repository is now (a rename or a
   transfer into another account redirects), and that repository must have the tenant's
   owner and be held by the tenant's installation (a removed installation holds nothing).
+
+A person reading the App's own pages (the status pages) is no tenant: ``authorize_viewer``
+answers which installation's stored data a page of ``target`` may show (the one GitHub says
+holds it now, never another's), a public repository's to anyone, a private one's only to a
+signed-in user GitHub lets read it (asked with the user's own token): an anonymous visitor
+is sent to sign in (``Denial.LOGIN``), a user without access gets what an unknown
+repository gets (``Denial.NOT_INSTALLED``), so the page does not tell that it exists.
 """
 
 from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
@@ -45,6 +52,7 @@ class Denial(StrEnum):
     MALFORMED = "malformed"  # not OWNER/NAME
     FOREIGN = "foreign"  # another account's, as written or where GitHub says it is now
     NOT_INSTALLED = "not_installed"  # not held by the tenant's installation, or not seen
+    LOGIN = "login"  # a private repository's page, asked for by no one signed in
 
 
 @dataclass(frozen=True)
@@ -73,7 +81,8 @@ class NotAllowed:
     def __str__(self) -> str:
         what = {Denial.MALFORMED: "is not a repository name (OWNER/NAME)",
                 Denial.FOREIGN: "belongs to another account",
-                Denial.NOT_INSTALLED: "is not a repository of this installation"}[self.denial]
+                Denial.NOT_INSTALLED: "is not a repository of this installation",
+                Denial.LOGIN: "needs a GitHub login"}[self.denial]
         return f"{self.target} {what}"
 
 
@@ -87,6 +96,37 @@ class Directory(Protocol):
 
     def repo_installation(self, full_name: str) -> int | None:
         """The id of the App's installation that holds ``full_name``; None when none."""
+        ...
+
+
+@dataclass(frozen=True)
+class Held:
+    """A repository as GitHub sees it now: its name, the installation holding it, whether
+    it is private."""
+
+    repo: str
+    installation_id: int
+    private: bool
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """Who reads a page: a GitHub login and its user token, or no one (both None)."""
+
+    login: str | None = None
+    token: str | None = field(default=None, repr=False)
+
+
+class ViewerDirectory(Protocol):
+    """What ``authorize_viewer`` asks GitHub (``bot.status.access.GitHubViewers`` answers)."""
+
+    def held(self, full_name: str) -> Held | None:
+        """Where ``full_name`` is now and which of the App's installations holds it; None
+        when none does."""
+        ...
+
+    def can_read(self, token: str, full_name: str) -> bool:
+        """Whether the user of ``token`` may read ``full_name`` (GitHub answers for them)."""
         ...
 
 
@@ -126,6 +166,30 @@ def authorize(tenant: Tenant, target: str, access: Access,
     if github.repo_installation(now) != tenant.installation_id:
         return _refuse(tenant, name, access, Denial.NOT_INSTALLED)
     return Grant(now, tenant.installation_id)
+
+
+def authorize_viewer(viewer: Viewer, target: str, github: ViewerDirectory
+                     ) -> Grant | NotAllowed:
+    """The one rule for pages (see the module docstring): a ``Grant`` names the repository
+    as GitHub does and the only installation whose stored data may be shown for it."""
+    parsed = parse_full_name(target)
+    if parsed is None:
+        return _refuse_viewer(viewer, target, Denial.MALFORMED)
+    held = github.held("/".join(parsed))
+    if held is None:
+        return _refuse_viewer(viewer, "/".join(parsed), Denial.NOT_INSTALLED)
+    if held.private:
+        if viewer.token is None:
+            return _refuse_viewer(viewer, held.repo, Denial.LOGIN)
+        if not github.can_read(viewer.token, held.repo):
+            return _refuse_viewer(viewer, held.repo, Denial.NOT_INSTALLED)
+    return Grant(held.repo, held.installation_id)
+
+
+def _refuse_viewer(viewer: Viewer, target: str, denial: Denial) -> NotAllowed:
+    log.info("page of %r refused to %s: %s", target[:200], viewer.login or "anonymous",
+             denial.value)
+    return NotAllowed(target[:200], denial)
 
 
 def _refuse(tenant: Tenant, target: str, access: Access, denial: Denial) -> NotAllowed:

@@ -181,6 +181,8 @@ SHAPES: dict[str, dict[str, JsonKind]] = {
         "review": dict, "review.id": int, "review.body": str, "review.user": dict,
         "review.user.login": str, "review.user.type": str, "review.submitted_at": str,
         "pull_request": dict, "pull_request.number": int},
+    "push": {"ref": str, "after": str, "deleted": bool, "repository.default_branch": str,
+             "repository.private": bool},
 }
 
 

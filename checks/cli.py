@@ -17,16 +17,18 @@ from typing import Literal, NoReturn, TypeAlias
 
 from . import catalog, jobs, presets, shards
 from . import report as reports
+from .baseline import Baseline, BaselineError, recheck
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .dsl import DslError
 from .engine import CheckResult, Interrupted, check
 from .findings import Finding
+from .known import KnownFile, KnownFileError, read_known, write_known
 from .minimize import MinimizeOptions, minimize_all
 from .opinfo import OpInfoChanged
 from .presets import PRESETS, NoCandidate
 from .progress import Progress
 from .report_files import OutputError, check_output, summary, write_reports
-from .report_types import FindingEntry
+from .report_types import FindingEntry, KnownMark, Rechecked
 from .spec import Spec, SpecFileError, SpecSource
 from .trace import SpecError
 from .upstream import DEFAULT_TRACKER
@@ -136,6 +138,16 @@ def add_commands(commands: Commands) -> None:
                      help="absolute tolerance for every spec (with --rtol)")
     chk.add_argument("--no-timings", action="store_true",
                      help="leave seconds out of the JSON report (byte-identical reruns)")
+    chk.add_argument("--known", type=Path, metavar="FILE",
+                     help="known divergences (.github/alignbot-known.yml): a finding an entry "
+                          "matches is known, not minimized, and does not fail the check")
+    chk.add_argument("--write-known", type=Path, metavar="FILE",
+                     help="write today's findings into FILE as known divergences (entries "
+                          "already there are kept with their reasons); no minimizing")
+    chk.add_argument("--baseline", type=Path, metavar="REPORT.json",
+                     help="a report of the same check on the base: its findings drawn again "
+                          "are pre-existing (not minimized); those not drawn have their repro "
+                          "replayed here, and are fixed only if it now agrees")
     chk.set_defaults(func=cmd_check)
 
     specs = commands.add_parser("specs", help="list the specs: name, ops, source, dtypes")
@@ -225,6 +237,10 @@ def cmd_check(args: argparse.Namespace) -> int:
         raise UsageError("--shrink-calls and --shrink-seconds must be positive")
     if not TRACKER.fullmatch(args.tracker):
         raise UsageError(f"--tracker {args.tracker!r}: expected OWNER/REPO")
+    known = _known_file(args.known)
+    baseline = _baseline(args.baseline)
+    previous = _known_file(args.write_known) if args.write_known is not None and \
+        args.write_known.exists() else None
     total = sum(args.n or spec.n for spec in specs)
     progress = Progress.for_stream(total, sys.stderr, enabled=not args.no_progress)
     how = _InWorkers if min(args.jobs, len(specs)) > 1 else _Here
@@ -232,21 +248,44 @@ def cmd_check(args: argparse.Namespace) -> int:
         stack.enter_context(progress.routed_warnings())
         try:
             run = how(args, config, specs, progress, stack)
-            result = _check_and_minimize(run, minimize=not args.no_minimize)
+            result = _check_and_minimize(run, not args.no_minimize and args.write_known is None,
+                                         known, baseline)
             version = run.version
         finally:
             progress.close()
+    fixed = _classify(result, known) if known is not None else []
+    rechecked = _recheck(baseline, result, config, specs) if baseline is not None else []
     data = reports.to_json(result, description)
+    if known is not None:
+        data["known_fixed"] = fixed
+    if baseline is not None:
+        data["rechecked"] = rechecked
     written = write_reports(args.json, args.markdown, data)
+    if args.write_known is not None:
+        _write_known(args.write_known, data["findings"], previous)
+    new = [f for f in result.findings if not _expected(f, known, baseline)]
     count = len(result.findings)
     print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
           f"candidate {config.name} ({version}) against torch {result.reference}: "
           f"{count} finding{'s' if count != 1 else ''}")
     for finding in result.findings:
         verdict = finding.extra.get("verdict")
+        mark = finding.extra.get("known")
         print(f"  {finding.fingerprint}  {finding.kind.value:<18} {finding.op}  "
               f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}"
-              f"{', ' + verdict if verdict else ''}]")
+              f"{', ' + verdict if verdict else ''}]"
+              f"{'  known: ' + mark['reason'] if mark else ''}")
+    if baseline is not None:
+        agree = sum(r["agrees"] for r in rechecked)
+        print(f"alignbot: against the baseline {args.baseline}: {len(new)} new, "
+              f"{sum(baseline.showed(f) for f in result.findings)} pre-existing, {agree} "
+              f"fixed, {len(rechecked) - agree} not drawn but still there")
+    if known is not None:
+        print(f"alignbot: {len(new)} new, {count - len(new)} known (from {known.source}), "
+              f"{len(fixed)} fixed")
+        for entry in fixed:
+            print(f"  fixed: {known.source}:{entry['line']} ({entry['entry']}) no longer "
+                  "reproduces: fixed — remove it from the file")
     sys.stdout.flush()
     if result.stats.regions:  # a candidate with a program hook: how its programs ran
         print("alignbot: programs run as one region or call by call: " + ", ".join(
@@ -256,7 +295,65 @@ def cmd_check(args: argparse.Namespace) -> int:
         print(line, file=sys.stderr)
     if not result.complete:
         return 130
-    return 1 if count else 0
+    if args.write_known is not None:
+        return 0
+    return 1 if new else 0
+
+
+def _expected(finding: Finding, known: KnownFile | None, baseline: Baseline | None) -> bool:
+    """A finding not to minimize: known, or shown by the baseline already."""
+    return (known is not None and known.match(finding) is not None) or (
+        baseline is not None and baseline.showed(finding))
+
+
+def _baseline(path: Path | None) -> Baseline | None:
+    if path is None:
+        return None
+    try:
+        return Baseline.read(path)
+    except BaselineError as exc:
+        raise UsageError(f"--baseline: {exc}") from exc
+
+
+def _recheck(baseline: Baseline, result: CheckResult, config: CandidateConfig,
+             specs: list[Spec]) -> list[Rechecked]:
+    try:
+        return recheck(baseline, result, config, specs)
+    except CandidateStartError as exc:
+        raise UsageError(f"--baseline: the candidate did not start to replay the "
+                         f"baseline's repros: {exc}") from exc
+
+
+def _known_file(path: Path | None) -> KnownFile | None:
+    if path is None:
+        return None
+    try:
+        return read_known(path)
+    except KnownFileError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _classify(result: CheckResult, known: KnownFile) -> list[KnownMark]:
+    """Mark each finding an entry of ``known`` matches (its ``known``); the entries that no
+    longer reproduce (``KnownFile.fixed``; none after an interrupted run)."""
+    for finding in result.findings:
+        entry = known.match(finding)
+        if entry is not None:
+            finding.extra["known"] = entry.mark()
+    if not result.complete:
+        return []
+    return [entry.mark() for entry in known.fixed(result.findings, result.specs_run)]
+
+
+def _write_known(path: Path, findings: list[FindingEntry], previous: KnownFile | None
+                 ) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(write_known(findings, previous))
+    except OSError as exc:
+        raise UsageError(f"--write-known {path}: {exc.strerror}") from exc
+    print(f"alignbot: wrote {len(findings)} finding(s) to {path}; fill in each reason",
+          file=sys.stderr)
 
 
 def _minimize(findings: list[Finding], specs: list[Spec], candidate: CandidateProcess,
@@ -337,9 +434,12 @@ class _InWorkers:
         self.workers.stop(force=True)  # the workers kill their candidates, with any program
 
 
-def _check_and_minimize(run: _Here | _InWorkers, minimize: bool) -> CheckResult:
-    """Check, then minimize the findings. After Ctrl-C the candidates are killed at once and
-    the result so far comes back marked incomplete (Ctrl-C before any result re-raises)."""
+def _check_and_minimize(run: _Here | _InWorkers, minimize: bool,
+                        known: KnownFile | None = None,
+                        baseline: Baseline | None = None) -> CheckResult:
+    """Check, then minimize the findings (those neither ``known`` knows nor ``baseline``
+    showed). After Ctrl-C the candidates are killed at once and the result so far comes back
+    marked incomplete (Ctrl-C before any result re-raises)."""
     result: CheckResult | None = None
     try:
         try:
@@ -347,8 +447,12 @@ def _check_and_minimize(run: _Here | _InWorkers, minimize: bool) -> CheckResult:
         except Interrupted as exc:
             result = exc.result
             raise
-        if result.findings and minimize:
-            run.minimize(result.findings)
+        todo = [f for f in result.findings if not _expected(f, known, baseline)]
+        if todo and minimize:
+            kept = [f for f in result.findings if all(f is not t for t in todo)]
+            run.minimize(todo)  # replaces and merges the findings of its list
+            order = {name: index for index, name in enumerate(result.specs_run)}
+            result.findings = sorted(kept + todo, key=lambda f: order.get(f.spec, len(order)))
     except KeyboardInterrupt:
         run.kill()
         if result is None:

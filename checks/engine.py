@@ -19,7 +19,7 @@ from .calls import judge_program, outcome_finding
 from .candidate import CandidateProcess
 from .dsl import DrawContext
 from .explore import Exploration, Explorer
-from .findings import Finding
+from .findings import Finding, upstream_of
 from .hypothesis_compat import seed_only_draws
 from .program import Observations, Program
 from .runtime.region import PROGRAM_KEY
@@ -207,8 +207,10 @@ def run_spec(spec: Spec, candidate: CandidateProcess, seed: int, n: int | None,
     draw order; returns what the draws exercised. One program in flight: while the worker
     replays program k, the engine judges k-1 and Hypothesis draws and traces k+1."""
     pending: list[tuple[Spec, Program, Observations]] = []
+    covered: set[tuple[str, str]] = set()
 
     def visit(program: Program, ref: Observations) -> None:
+        covered.update(coverage(spec, program))
         previous = pending.pop() if pending else None
         found = finish(*previous, candidate, stats) if previous else []
         candidate.submit(program)
@@ -228,7 +230,25 @@ def run_spec(spec: Spec, candidate: CandidateProcess, seed: int, n: int | None,
     if pending:
         record(finish(*pending.pop(), candidate, stats))
     stats.trace_s += time.perf_counter() - start
+    exploration.covered = sorted(covered)
     return exploration
+
+
+def coverage(spec: Spec, program: Program) -> set[tuple[str, str]]:
+    """(op, dtype) of each call of ``program`` to one of the spec's ops (every call when it
+    names none): the dtypes of the inputs the call was computed from, as a finding at that
+    call is filed (``checks.causes.member_dtype``), ``-`` for a call on no input."""
+    nodes = program["nodes"]
+    dtypes = {node["id"]: node["dtype"] for node in nodes if node["op"] == "input"}
+    feeding = upstream_of(program)
+    found: set[tuple[str, str]] = set()
+    for node in nodes:
+        if node["op"] == "input" or (spec.ops and node["target"] not in spec.ops):
+            continue
+        inputs = sorted(feeding.get(node["id"], set()) & dtypes.keys())
+        for dtype in dict.fromkeys(dtypes[i] for i in inputs) or ("-",):
+            found.add((node["target"], dtype))
+    return found
 
 
 def check(specs: list[Spec], candidate: CandidateProcess, seed: int = 0, n: int | None = None,

@@ -41,6 +41,8 @@ class Exploration:
     seen: int = 0
     drawn: int = 0
     missed: list[str] = field(default_factory=list)
+    # (op, dtype) of every call the draws made to one of the spec's ops, sorted
+    covered: list[tuple[str, str]] = field(default_factory=list)
 
 
 class Explorer:

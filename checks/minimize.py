@@ -10,6 +10,7 @@ from .candidate import CandidateConfig, CandidateProcess
 from .findings import MISMATCH_KINDS, Finding, Kind
 from .isolate import slice_program
 from .minimized import Minimized
+from .numbers import numbers
 from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
 from .program import Program
 from .report_types import Evidence
@@ -118,7 +119,8 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
         signature=current.signature, repro=checked.script, repro_verified=checked.verified,
         repro_output=checked.output, repro_verify_note=checked.note or None,
         repro_reference_only=reference_only, verdict=verdict.verdict,
-        verdict_reason=verdict.reason, evidence=evidence, shrink=shrink)
+        verdict_reason=verdict.reason, evidence=evidence, shrink=shrink,
+        numbers=numbers(program, current, ref, cand) if outcome.observations else None)
     if verdict.verdict is Verdict.REFERENCE_SUSPECT:
         # A draft goes upstream only when PyTorch alone shows the problem in a fresh
         # interpreter: an unverified report would waste the maintainers' time.
@@ -159,9 +161,12 @@ def minimize_all(findings: list[Finding], specs: list[Spec], candidate: Candidat
                 candidate.kill()
             finding.extra["minimize_error"] = minimize_error(exc)
             continue
+        drawn = finding.fingerprint
         finding.program, finding.message = result.program, result.message
         if finding.kind in MISMATCH_KINDS:  # the keywords the minimized call still needs
             finding.signature = result.signature
+        if finding.fingerprint != drawn:  # a baseline matches the next run's draws by it
+            finding.extra["drawn_fingerprint"] = drawn
         if not timings:
             result.shrink["seconds"] = None
         finding.extra.update(result.report_fields())

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from .findings import Finding
 from .program import Program, as_json
-from .report_types import Evidence, FindingEntry, FindingExtra, Shrink
+from .report_types import Evidence, FindingEntry, FindingExtra, Numbers, Shrink
 from .triage import Verdict
 
 
@@ -34,6 +34,7 @@ class Minimized:
     upstream_url: str | None = None
     # only for a reference suspect: whether the PyTorch-alone script shows the problem
     repro_reference_only_verified: bool | None = None
+    numbers: Numbers | None = None  # the differing value on both sides (checks/numbers.py)
 
     def report_fields(self) -> FindingExtra:
         """The keys a finding's JSON gains (besides the program, message and signature it
@@ -50,6 +51,8 @@ class Minimized:
         }
         if self.verdict is Verdict.REFERENCE_SUSPECT:
             fields["repro_reference_only_verified"] = self.repro_reference_only_verified
+        if self.numbers is not None:
+            fields["numbers"] = self.numbers
         return fields
 
     def finding_json(self, finding: Finding) -> FindingEntry:

@@ -10,6 +10,11 @@ spec's draws run on the candidate in its own worker process (one per pytest proc
 ``pytest -n`` with pytest-xdist gives each xdist worker its own); a finding fails the item
 with the finding's minimized, verified repro as the message. Draws depend only on the seed
 and the spec, so a spec gives the same findings whichever process runs it.
+
+The known divergences (``--alignbot-known FILE``, default the root's
+``.github/alignbot-known.yml`` when there is one; checks/known.py) make a spec whose findings
+are all known an xfail; a spec an entry names (its ``spec``) that shows nothing is an
+XPASS(strict), a failure: the divergence is fixed and its entry is to be removed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from .known import KNOWN_PATH, KnownEntry, KnownFile, KnownFileError, read_known
+
 if TYPE_CHECKING:
     from .candidate import CandidateConfig, CandidateProcess
     from .findings import Finding
@@ -28,6 +35,7 @@ if TYPE_CHECKING:
 
 DEFAULT_PATTERNS = ["align_*.py"]
 _CANDIDATE = pytest.StashKey["CandidateProcess"]()
+_KNOWN = pytest.StashKey[KnownFile]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,6 +58,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="per-program limit before the candidate counts as hung")
     group.addoption("--alignbot-no-minimize", action="store_true",
                     help="report findings as drawn: no shrinking or repro scripts")
+    group.addoption("--alignbot-known", metavar="FILE",
+                    help=f"known divergences: all-known findings xfail, a fixed one XPASSes "
+                         f"(default: {KNOWN_PATH} under the root, when there is one)")
     parser.addini("alignbot_spec_files", type="args", default=DEFAULT_PATTERNS,
                   help="glob patterns of spec files (default: align_*.py)")
 
@@ -70,6 +81,13 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("alignbot_timeout") <= 0:
         raise pytest.UsageError("--alignbot-timeout must be positive")
     candidate_config(config)  # a bad preset or an unreadable prelude fails now, once
+    given = config.getoption("alignbot_known")
+    path = Path(given) if given else config.rootpath / KNOWN_PATH
+    if given or path.exists():
+        try:
+            config.stash[_KNOWN] = read_known(path)
+        except KnownFileError as exc:
+            raise pytest.UsageError(f"--alignbot-known: {exc}") from exc
 
 
 def candidate_config(config: pytest.Config) -> CandidateConfig:
@@ -116,8 +134,15 @@ class SpecFile(pytest.File):
         specs = load_file(self.path)
         if not specs:
             raise self.CollectError(f"{self.path.name} defines no @autotest spec")
+        known = self.config.stash.get(_KNOWN, None)
         for spec in specs:
-            yield SpecItem.from_parent(self, name=spec.name.rsplit(".", 1)[-1], spec=spec)
+            item = SpecItem.from_parent(self, name=spec.name.rsplit(".", 1)[-1], spec=spec)
+            named = known.fixed([], [spec.name]) if known is not None else []
+            if named:  # all known: an xfail; nothing found: fixed, a strict XPASS
+                item.add_marker(pytest.mark.xfail(
+                    raises=KnownDivergence, strict=True,
+                    reason="; ".join(_known_reason(e) for e in named)))
+            yield item
 
 
 class AlignmentFailure(Exception):
@@ -126,6 +151,15 @@ class AlignmentFailure(Exception):
     def __init__(self, findings: list[Finding]) -> None:
         super().__init__(f"{len(findings)} finding(s)")
         self.findings = findings
+
+
+class KnownDivergence(Exception):
+    """A spec's draws showed only findings the known-divergences file expects."""
+
+
+def _known_reason(entry: KnownEntry) -> str:
+    upstream = f" ({entry.upstream})" if entry.upstream else ""
+    return f"known divergence {entry.describe()}: {entry.reason}{upstream}"
 
 
 class SpecItem(pytest.Item):
@@ -144,11 +178,19 @@ class SpecItem(pytest.Item):
         result = check([self.spec], candidate, seed=self.config.getoption("alignbot_seed"),
                        n=self.config.getoption("alignbot_draws"))
         if not result.findings:
-            return
+            return  # under a known entry's xfail marker: XPASS(strict), it is fixed
+        known = self.config.stash.get(_KNOWN, None)
+        entries = [known.match(f) if known is not None else None for f in result.findings]
+        new = [f for f, entry in zip(result.findings, entries, strict=True) if entry is None]
+        if not new:
+            reason = "; ".join(dict.fromkeys(_known_reason(e) for e in entries if e))
+            if any(m.name == "xfail" for m in self.iter_markers()):
+                raise KnownDivergence(reason)
+            pytest.xfail(reason)
         if not self.config.getoption("alignbot_no_minimize"):
-            minimize_all(result.findings, [self.spec], candidate, candidate.config,
+            minimize_all(new, [self.spec], candidate, candidate.config,
                          MinimizeOptions(), timings=False)
-        raise AlignmentFailure(result.findings)
+        raise AlignmentFailure(new)
 
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:

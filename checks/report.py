@@ -101,7 +101,8 @@ def to_json(result: CheckResult, candidate_description: str) -> Report:
         "complete": result.complete,
         "findings": findings,
         "causes": causes.group(findings),
-        "exploration": [{"spec": e.spec, "seen": e.seen, "drawn": e.drawn, "missed": e.missed}
+        "exploration": [{"spec": e.spec, "seen": e.seen, "drawn": e.drawn, "missed": e.missed,
+                         "covered": [[op, dtype] for op, dtype in e.covered]}
                         for e in result.exploration],
     }
 

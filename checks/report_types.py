@@ -68,6 +68,41 @@ class Upstream(TypedDict):
     node: str
 
 
+class KnownMark(TypedDict):
+    """The entry of the known-divergences file that a finding matched (checks/known.py)."""
+    entry: str  # what the entry matches: a fingerprint, or its patterns
+    reason: str
+    upstream: str | None
+    line: int  # where the entry starts in its file
+
+
+class Rechecked(TypedDict):
+    """A baseline's finding that this run did not draw, its repro replayed here
+    (``check --baseline``): ``agrees`` when the bug is gone (fixed), not merely undrawn."""
+    fingerprint: str
+    kind: Kind
+    op: str
+    agrees: bool
+
+
+# One element of a tensor: a number, or its repr() where JSON has none (inf, nan, complex).
+Scalar: TypeAlias = float | int | bool | str
+
+
+class Numbers(TypedDict):
+    """The value that differs, on both sides (checks/numbers.py): ``name`` as the repro
+    returns it (``out``, ``grad x``), its first elements flattened, and the largest
+    difference with where it is (``at``: the index) and both values there."""
+    name: str
+    shape: list[int]
+    expected: list[Scalar]  # PyTorch's
+    actual: list[Scalar]  # the candidate's
+    largest_difference: Scalar
+    at: list[int]
+    expected_at: Scalar
+    actual_at: Scalar
+
+
 class FindingExtra(TypedDict, total=False):
     """What a finding carries beyond its identity (``Finding.extra``), each key only in some
     reports: what judging found, then what minimizing added (``Minimized.report_fields``:
@@ -92,6 +127,11 @@ class FindingExtra(TypedDict, total=False):
     upstream_title: str | None
     upstream_url: str | None
     shrink: Shrink
+    known: KnownMark  # with ``--known FILE``: the entry that says this divergence is expected
+    # with ``--baseline REPORT``: whether the baseline showed it (then it is not minimized)
+    baseline: Literal["new", "pre-existing"]
+    drawn_fingerprint: str  # the fingerprint as drawn, when minimizing changed it
+    numbers: Numbers  # minimizing: the differing value on both sides, when both are tensors
 
 
 class FindingEntry(FindingExtra):
@@ -113,11 +153,13 @@ class FindingEntry(FindingExtra):
 class SpecExploration(TypedDict):
     """What one spec's draws exercised (``checks.explore.Exploration``): alternatives of its
     choice points seen and drawn, and the first ``MAX_MISSED`` never drawn, by label
-    (``reductions.py:42 oneof[2]``)."""
+    (``reductions.py:42 oneof[2]``), and ``[op, dtype]`` of every call to one of its ops
+    (``checks.engine.coverage``: what agrees when no finding names it)."""
     spec: str
     seen: int
     drawn: int
     missed: list[str]
+    covered: list[list[str]]
 
 
 # How the members of a cause fail alike (checks/causes.py); ``finding``: a finding alone.
@@ -161,3 +203,7 @@ class Report(TypedDict):
     findings: list[FindingEntry]
     causes: list[Cause]  # the findings grouped by root cause, most members first
     exploration: list[SpecExploration]  # the specs run to the end, in order
+    # with ``--known FILE``: entries whose spec ran and matched nothing (remove them)
+    known_fixed: NotRequired[list[KnownMark]]
+    # with ``--baseline REPORT``: its findings this run did not draw, replayed here
+    rechecked: NotRequired[list[Rechecked]]

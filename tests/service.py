@@ -3,6 +3,8 @@
 The one way the tests start the real service: ``Service(github, folder, **env)`` with the
 GitHub test server as GitHub; ``env`` adds or overrides ``ALIGNBOT_*`` variables (a key
 file instead of the key, a shorter wait bound, …). The service's log is ``folder/service.log``.
+The merge-base check is off (``ALIGNBOT_BASELINE=false``): a test of it turns it on, the
+others do not pay for a second check of every pull request.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ class Service:
                     "ALIGNBOT_GITHUB_API_URL": github.url,
                     "ALIGNBOT_DATABASE_URL": f"sqlite:///{folder / 'alignbot.db'}",
                     "ALIGNBOT_PORT": str(self.port), "ALIGNBOT_GITHUB_WRITE_INTERVAL": "0",
-                    **env}
+                    "ALIGNBOT_BASELINE": "false", **env}
         if "ALIGNBOT_PRIVATE_KEY_FILE" in env:
             self.env.pop("ALIGNBOT_PRIVATE_KEY", None)
         self.log = folder / "service.log"

@@ -34,6 +34,7 @@ from bot.github import ApiOptions, GitHubApp, RateLimited
 from bot.output import CHECK_NAME
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
 from bot.sandbox import SandboxResult
+from bot.seeds import pull_request_seed
 from bot.storage import INSTALLATIONS, JOBS, make_engine, migrate, transaction, utcnow
 from bot.testing.github import GitHubServer
 from bot.webhooks import Event
@@ -175,7 +176,7 @@ def make_setup(github: GitHubServer, tmp_path: Path, config: bytes) -> Setup:
     queue = SqlJobQueue(engine)
     app = GitHubApp(github.app_id, github.private_key_pem, ApiOptions(
         base_url=github.url, seconds_between_writes=0, max_wait=1, retries=1))
-    return Setup(github, queue, AlignmentJob(app=app, queue=queue), head_sha)
+    return Setup(github, queue, AlignmentJob(app=app, queue=queue, engine=engine), head_sha)
 
 
 @pytest.fixture()
@@ -339,15 +340,17 @@ def test_a_removed_installation_is_skipped_and_the_live_ones_checks_and_sweeps_g
 
 def test_a_worker_that_lost_its_job_posts_nothing_and_the_new_holder_posts_once(
         github_server: GitHubServer, tmp_path: Path) -> None:
-    """The first worker stalls in the sandbox past its lease and the job is reclaimed: it
-    neither completes the check run nor comments; the worker that runs the job again finds
+    """The first worker stalls in the merge base's check past its lease and the job is
+    reclaimed: it neither checks the head, completes the check run nor comments; the worker
+    that runs the job again takes the base's report from the cache, checks the head, finds
     the same check run, completes it and comments once."""
     setup = make_setup(github_server, tmp_path, SLOW_SETUP)
     queue = SqlJobQueue(setup.queue.engine, lease=5)
     calls: list[str] = []
 
-    def sandbox(*args: Any, **kwargs: Any) -> SandboxResult:
-        calls.append("sandbox")
+    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
+                ) -> SandboxResult:
+        calls.append("base" if "--no-minimize" in args else "head")
         if len(calls) == 1:  # the stall: no heartbeat came (lease 5 s), another worker reclaims
             with transaction(queue.engine) as conn:
                 conn.execute(update(JOBS).values(updated_at=utcnow() - timedelta(seconds=10)))
@@ -369,4 +372,32 @@ def test_a_worker_that_lost_its_job_posts_nothing_and_the_new_holder_posts_once(
     assert len(github_server.comments_on(OWNER, REPO, NUMBER)) == 1
     record = queue.get(job_id)
     assert record is not None and record.state is JobState.DONE and record.attempts == 2
-    assert record.worker == "other/once" and calls == ["sandbox", "sandbox"]
+    assert record.worker == "other/once" and calls == ["base", "head"]
+
+
+def test_every_push_of_a_pull_request_checks_with_its_seed_and_align_seed_overrides(
+        github_server: GitHubServer, tmp_path: Path) -> None:
+    """Three pushes of the same code (new head shas): the same seed, the pull request's, so
+    the same draws and findings; ``/align --seed`` still picks its own."""
+    config = (b'candidate:\n  prelude: import torch\nops:\n  - paths: ["README.md"]\n'
+              b'    specs: ["activations.softplus"]\nbaseline:\n  enabled: false\n')
+    setup = make_setup(github_server, tmp_path, config)
+    seeds: list[int] = []
+
+    def sandbox(root: Path, config: Any, args: list[str], *rest: Any, **kwargs: Any
+                ) -> SandboxResult:
+        seeds.append(int(args[args.index("--seed") + 1]))
+        return SandboxResult(empty_report(seeds[-1]).dump(), 0, None, "", "", 0.1)
+
+    setup.job.sandbox = sandbox  # type: ignore[assignment]
+    tree = {**_files(ROOT / "examples" / "fastops"), CONFIG_PATH: config,
+            "README.md": b"faster\n"}
+    for push in range(3):
+        if push:  # the same files, a new commit (a rebase, an empty commit)
+            setup.head = f"{push:040x}"
+            github_server.push(OWNER, REPO, NUMBER, setup.head, tree=tree)
+        assert (setup.job(setup.record()) or {})["conclusion"] == "success"
+    record = setup.record()
+    record.payload["seed"] = 7
+    setup.job(record)
+    assert seeds == [pull_request_seed(f"{OWNER}/{REPO}", NUMBER)] * 3 + [7]

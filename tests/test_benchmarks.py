@@ -235,3 +235,9 @@ def test_suite_time_sums_a_real_junit_file_per_file(tmp_path: Path) -> None:
     missing = subprocess.run([sys.executable, str(script), str(tmp_path / "none.xml")],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
+
+
+def test_baseline_cache_needs_paddle(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _load("baseline_cache")
+    assert bench.main(["--python", str(tmp_path / "no-python")]) == 2
+    assert "ALIGNBOT_PADDLE_PYTHON" in capsys.readouterr().err

@@ -32,7 +32,7 @@ def test_unknown_keys_are_rejected_with_their_lines_and_a_suggestion() -> None:
         "(allowed here: paths, specs)",
         ".github/alignbot.yml:8:1: tolerance: unknown key `tolerance`; did you mean "
         "`tolerances`? (allowed here: candidate, ops, specs, draws, timeout_minutes, "
-        "shards, tolerances, upstream, trust, reminders)",
+        "shards, tolerances, upstream, trust, reminders, known, baseline)",
     ]
 
 

@@ -35,7 +35,8 @@ from checks.triage import Verdict
 # versions lack them, and a stored result is validated again when a command reads it.
 OLDER_REPORTS = {"EngineReport.complete", "EngineFinding.signature", "EngineFinding.examples",
                  "Evidence.oracles", "EngineReport.exploration", "EngineFinding.cause",
-                 "EngineReport.causes", "EngineReport.candidate_packages"}
+                 "EngineReport.causes", "EngineReport.candidate_packages",
+                 "SpecExploration.covered"}
 
 
 # --------------------------------------------------------------------------- one contract

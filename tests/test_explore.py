@@ -106,7 +106,11 @@ def test_a_bug_in_the_fifth_alternative_is_found_at_the_default_n(make_candidate
     result = check([spec], make_candidate(prelude), seed=34)
     assert {(f.kind, f.op) for f in result.findings} >= {(Kind.VALUE, "torch.tanh")}
     report = to_json(result, "planted tanh")
-    assert report["exploration"] == [{"spec": "t.wide", "seen": 15, "drawn": 15, "missed": []}]
+    (explored,) = report["exploration"]
+    covered = explored.pop("covered")  # type: ignore[misc]
+    assert explored == {"spec": "t.wide", "seen": 15, "drawn": 15, "missed": []}
+    # a spec that names no op covers every call it made, with the dtypes it was fed
+    assert ["torch.tanh", "float32"] in covered and covered == sorted(covered)
 
 
 def test_the_markdown_has_a_line_per_spec_that_missed_something(make_candidate: Any) -> None:

@@ -14,7 +14,7 @@ BOT = ROOT / "bot"
 
 # A feature is a module or a package under bot/; everything else there is a layer (or, like
 # serve.py and demo.py, the place where the features are put together).
-FEATURES = {"alignment", "trust", "commands", "reminders"}
+FEATURES = {"alignment", "trust", "commands", "reminders", "status"}
 
 # Feature → feature imports there were before this rule; the list must only ever shrink.
 KNOWN: set[tuple[str, str]] = set()

@@ -44,8 +44,10 @@ def test_the_manifest_names_the_routers_events_and_the_routes_permissions(
         "name": "align-ci", "url": "https://align.example.org",
         "hook_attributes": {"url": "https://align.example.org/webhook", "active": True},
         "redirect_url": "https://align.example.org", "public": True,
+        "callback_urls": ["https://align.example.org/login/callback"],
         "default_permissions": NEEDED,
-        "default_events": ["check_run", "issue_comment", "pull_request", "pull_request_review"],
+        "default_events": ["check_run", "issue_comment", "pull_request", "pull_request_review",
+                           "push"],
     }
     assert printed["default_events"] == webhook_router().events()
     private = manifest(capsys, "--url", "http://10.0.0.5:8080", "--redirect-url",

@@ -136,3 +136,39 @@ def test_a_candidate_that_does_not_start_fails_each_test_readably(tmp_path: Path
     assert code == 1, output
     assert all(text and "the candidate did not start" in text for text in outcomes.values())
     assert set(outcomes) == {"softplus", "mish"}
+
+
+KNOWN = """\
+known:
+  - op: torch.nn.functional.softplus
+    spec: "*softplus"
+    reason: the backward is rewritten for speed
+    upstream: https://github.com/example/fastops/issues/7
+  - fingerprint: "0123456789ab"
+    spec: "*mish"
+    reason: mish was off once
+"""
+
+
+def test_known_divergences_xfail_and_a_fixed_one_is_a_strict_xpass(
+        broken: Path, tmp_path: Path) -> None:
+    """The repository's known-divergences file: the broken softplus is an xfail with its
+    reason; on the aligned library the softplus entry and the mish entry no longer
+    reproduce, each a strict XPASS (a failure: remove the entry)."""
+    known = tmp_path / "known.yml"
+    known.write_text(KNOWN)
+    code, output, outcomes = run_pytest(broken, f"--alignbot-prelude={PRELUDE}",
+                                        f"--alignbot-known={known}", "-rxX")
+    assert code == 1, output  # mish's finding is new
+    assert "XFAIL" in output and "the backward is rewritten for speed" in output, output
+    assert outcomes["softplus"] is None and outcomes["mish"], output
+    aligned = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
+    (aligned / ".github").mkdir()
+    (aligned / ".github" / "alignbot-known.yml").write_text(KNOWN)  # found by default
+    code, output, outcomes = run_pytest(aligned, f"--alignbot-prelude={PRELUDE}")
+    assert code == 1, output
+    assert all(text and "XPASS(strict)" in text for text in outcomes.values()), output
+    known.write_text("known:\n  - op: x\n")
+    code, output, _ = run_pytest(aligned, f"--alignbot-prelude={PRELUDE}",
+                                 f"--alignbot-known={known}")
+    assert code == 4 and f"{known}:2: the entry has no `reason:`" in output, output

@@ -23,6 +23,7 @@ from bot.github import ApiOptions, GitHubApp
 from bot.jobs import ALIGN, ALIGN_SHARD
 from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
 from bot.sandbox import SandboxResult
+from bot.seeds import pull_request_seed
 from bot.shard_groups import ShardGroups
 from bot.sharding import Sharding, ShardJob
 from bot.stack import Stack, github_test_env, quick_check_config
@@ -36,13 +37,12 @@ CONFIG = BASE[".github/alignbot.yml"].replace(b"draws: 12", b"draws: 3")
 TIMEOUT = 240
 
 
-def open_pull(github: Any, repo: str, config: bytes, head_sha: str | None = None) -> str:
+def open_pull(github: Any, repo: str, config: bytes) -> str:
     """Pull request 1 of ``repo`` (the example library) with the buggy softplus, under
-    ``config``; ``head_sha`` names the head (the same sha in two repositories: the same
-    seed). Returns the head's sha."""
+    ``config``. Returns the head's sha."""
     base = {**BASE, ".github/alignbot.yml": config}
     head = {**base, "fastops.py": BUGGY}
-    head_sha = head_sha or _sha(head)
+    head_sha = _sha(head)
     if INSTALLATION not in github.installations:
         github.add_installation(INSTALLATION, OWNER)
     github.add_repo(OWNER, repo, INSTALLATION, files_by_ref={_sha(base): base})
@@ -53,9 +53,9 @@ def open_pull(github: Any, repo: str, config: bytes, head_sha: str | None = None
     return head_sha
 
 
-def deliver(github: Any, url: str, repo: str) -> None:
+def deliver(github: Any, url: str, repo: str, action: str = "opened") -> None:
     headers, body = github.delivery("pull_request", github.webhook(
-        "pull_request.opened", OWNER, repo, number=1), SECRET)
+        f"pull_request.{action}", OWNER, repo, number=1), SECRET)
     reply = httpx.post(f"{url}/webhook", content=body, headers=headers, timeout=30)
     assert reply.status_code == 202, reply.text
 
@@ -66,13 +66,14 @@ def finished(github: Any, repo: str, sha: str) -> bool:
         github.comments_on(OWNER, repo, 1))
 
 
-def posted_once(github: Any, repo: str, sha: str) -> Any:
-    """The one check run of ``repo``'s head, completed by one update, and the one comment."""
+def posted_once(github: Any, repo: str, sha: str, latest: str | None = None) -> Any:
+    """The one check run of ``repo``'s head, completed by one update, and the one comment
+    (about the ``latest`` head, default this one)."""
     (run,) = github.check_runs_for(OWNER, repo, sha)
     assert [update["conclusion"] for update in run.updates if "conclusion" in update] == \
         [run.conclusion]
     (comment,) = github.comments_on(OWNER, repo, 1)
-    assert sha[:12] in comment.body
+    assert (latest or sha)[:12] in comment.body
     return run
 
 
@@ -103,7 +104,6 @@ def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
         github_server: Any, postgres_url: str, tmp_path: Path) -> None:
     github = github_server
     sha = open_pull(github, "sharded", CONFIG + b"shards: 2\n")
-    open_pull(github, "whole", CONFIG, head_sha=sha)  # the same head sha: the same seed
     engine = make_engine(postgres_url)
     env = github_test_env(github, postgres_url, ALIGNBOT_WORKERS="1")
     with Stack(env, tmp_path / "stack", workers=2) as stack:
@@ -111,9 +111,13 @@ def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
         deliver(github, stack.url, "sharded")
         wait_for(lambda: finished(github, "sharded", sha), TIMEOUT, "the sharded check")
         sharded_seconds = time.monotonic() - started
+        # pushed again without shards: the same pull request, so the same seed
+        tree = {**BASE, ".github/alignbot.yml": CONFIG, "fastops.py": BUGGY}
+        whole_sha = _sha(tree)
+        github.push(OWNER, "sharded", 1, whole_sha, tree=tree)
         started = time.monotonic()
-        deliver(github, stack.url, "whole")
-        wait_for(lambda: finished(github, "whole", sha), TIMEOUT, "the whole check")
+        deliver(github, stack.url, "sharded", "synchronize")
+        wait_for(lambda: finished(github, "sharded", whole_sha), TIMEOUT, "the whole check")
         whole_seconds = time.monotonic() - started
         pids = {worker.pid for worker in stack.workers}
         shard_counts = {worker.pid: _checks_done(httpx.get(
@@ -126,7 +130,7 @@ def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
     assert {_worker_pid(job.worker or "") for job in shards} == pids  # one shard each
     assert shard_counts == {pid: 1 for pid in pids}  # each worker's /metrics counts its own
     (whole_job,) = [job for job in SqlJobQueue(engine).list(kind=ALIGN)
-                    if job.key == f"{OWNER}/whole#1"]
+                    if job.payload["head_sha"] == whole_sha]
     assert whole_job.result is not None
     merged, whole = merged_report(engine, "sharded"), whole_job.result["report"]
     engine.dispose()
@@ -134,7 +138,8 @@ def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
     assert untimed(merged["findings"]) == untimed(whole["findings"]) and merged["findings"]
     assert merged["programs_run"] == whole["programs_run"]
 
-    split, alone = posted_once(github, "sharded", sha), posted_once(github, "whole", sha)
+    split = posted_once(github, "sharded", sha, latest=whole_sha)
+    alone = posted_once(github, "sharded", whole_sha)
     assert (split.conclusion, split.output["title"], split.annotations) == \
         (alone.conclusion, alone.output["title"], alone.annotations)
     for part in ("summary", "text"):  # the same but for the times taken
@@ -332,7 +337,7 @@ def test_shard_reports_that_do_not_belong_together_fail_the_check(
     overlap, come from another seed or are no report fail the one check run, with why."""
     github = github_server
     sha = open_pull(github, "hostile", CONFIG + b"shards: 2\n")
-    seed = int(sha[:8], 16)
+    seed = pull_request_seed(f"{OWNER}/hostile", 1)
     queue, worker = in_process(github, tmp_path, by_shard(lambda shard: hostile(seed, shard)))
     enqueue_check(queue, "hostile", sha)
     while worker.run_once():
@@ -427,7 +432,7 @@ def test_a_check_split_before_its_worker_died_is_not_split_or_reopened_again(
     the completed check run in progress."""
     github = github_server
     sha = open_pull(github, "rerun", CONFIG + b"shards: 2\n")
-    seed = int(sha[:8], 16)
+    seed = pull_request_seed(f"{OWNER}/rerun", 1)
     queue, worker = in_process(github, tmp_path, by_shard(lambda shard: report(
         seed, ("activations.mish", "activations.softplus")[shard - 1])))
     enqueue_check(queue, "rerun", sha)

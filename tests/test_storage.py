@@ -70,9 +70,9 @@ TABLES = {
     "pr_reminder_settings", "upstream_filings", "reminders_sent", "reminder_sweeps",
     "reminder_api_calls", "upstream_items", "pr_ok_to_test", "reminder_sweep_lock",
 }  # revision 1's
-LATER_TABLES = {"shard_groups"}  # revision 2's
+LATER_TABLES = {"shard_groups", "baselines", "status_runs", "status_results"}  # revisions 2, 4, 5
 CHANGED_LATER = {"upstream_items"}  # revision 3: one row per upstream item and repository
-HEAD = "0003"
+HEAD = "0005"
 
 
 @pytest.fixture()
@@ -313,8 +313,8 @@ SECOND_REVISION = '''
 import sqlalchemy as sa
 from alembic import op
 
-revision = "0004"
-down_revision = "0003"
+revision = "0006"
+down_revision = "0005"
 branch_labels = None
 depends_on = None
 
@@ -333,12 +333,12 @@ def test_a_later_revision_upgrades_a_database_from_before_migrations(
         engine: Engine, tmp_path: Path) -> None:
     scripts = tmp_path / "migrations"
     shutil.copytree(MIGRATIONS, scripts, ignore=shutil.ignore_patterns("__pycache__"))
-    (scripts / "versions" / "v0004_priority.py").write_text(SECOND_REVISION)
+    (scripts / "versions" / "v0006_priority.py").write_text(SECOND_REVISION)
     create_legacy(engine)
     fill(engine)
     before = snapshot(engine)
 
-    assert migrate(engine, scripts=scripts) == "0004"
+    assert migrate(engine, scripts=scripts) == "0006"
 
     assert snapshot(engine) == before  # the app's tables do not read the new column
     with transaction(engine) as conn:

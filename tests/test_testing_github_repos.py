@@ -173,3 +173,18 @@ def test_a_write_to_an_old_name_is_a_temporary_redirect(github_server: GitHubSer
     assert server.created_issues(OWNER, "renamed") == []
     again = httpx.post(reply.headers["Location"], headers=headers, json={"title": "t"})
     assert again.status_code == 201 and again.json()["repository_url"].endswith("/renamed")
+
+
+def test_compare_gives_the_merge_base_of_a_pull_request(server: GitHubServer, gh: Github
+                                                         ) -> None:
+    """The merge base stays the commit the pull request branched from when its base branch
+    moves on (what a baseline is checked on)."""
+    server.add_commit(OWNER, NAME, "e" * 40, {"README.md": b"newer\n"}, branch="main")
+    repo = gh.get_repo(f"{OWNER}/{NAME}")
+    comparison = repo.compare("main", HEAD)
+    assert comparison.merge_base_commit.sha == BASE
+    assert (comparison.status, comparison.ahead_by, comparison.behind_by) == ("diverged", 1, 1)
+    assert repo.compare(BASE, HEAD).merge_base_commit.sha == BASE
+    with pytest.raises(GithubException) as caught:
+        repo.compare(BASE, "no-such-branch")
+    assert caught.value.status == 404

@@ -27,7 +27,7 @@ BASE, HEAD, HEAD2 = "b" * 40, "c" * 40, "d" * 40
 BASE_TREE = {"README.md": "ops library\n", "ops/add.py": "def add(a, b):\n    return a + b\n"}
 HEAD_TREE = {**BASE_TREE, ".alignbot.yml": "candidate: ops\n", "ops/add.py": "add = None\n"}
 WEBHOOKS = Path(__file__).parent / "fixtures" / "github" / "webhooks"
-INTERNAL = ("/_codeload/", "/_raw/")
+INTERNAL = ("/_codeload/", "/_raw/", "/login/oauth/")  # other hosts: codeload, raw, github.com
 ERROR_SCHEMAS = {
     True: {"$ref": "#/components/schemas/validation-error"},
     False: {"$ref": "#/components/schemas/basic-error"},

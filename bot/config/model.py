@@ -172,6 +172,20 @@ class Upstream(_Strict):
                                             "repository for tracking issues (optional)")
 
 
+class Known(_Strict):
+    """``.github/alignbot-known.yml``, the known divergences (docs/baselines.md)."""
+
+    strict: bool = Field(default=False, description="fail the check when an entry of the "
+                         "known-divergences file no longer reproduces (remove it)")
+
+
+class Baseline(_Strict):
+    """The same check on the pull request's merge base, whose findings are pre-existing."""
+
+    enabled: bool = Field(default=True, description="check the merge base too (cached) and "
+                          "fail only on new divergences")
+
+
 class Trust(_Strict):
     """Whose pull requests run without a maintainer's go-ahead (their code runs in the
     sandbox)."""
@@ -226,6 +240,8 @@ class RepoConfig(_Strict):
     upstream: Upstream = Field(default_factory=Upstream)
     trust: Trust = Field(default_factory=Trust)
     reminders: Reminders = Field(default_factory=Reminders)
+    known: Known = Field(default_factory=Known)
+    baseline: Baseline = Field(default_factory=Baseline)
 
     def op_files(self, changed_paths: Iterable[str]) -> list[str]:
         """The changed files that are op code (in the order given)."""

@@ -14,9 +14,12 @@
 - ``trust.py``         ``/ok-to-test`` go-aheads
 - ``locks.py``         named leases (``bot/lease.py``: the upstream digest's)
 - ``shards.py``        checks split into shard jobs (``GroupEnd``: how each ended)
+- ``status.py``        the default branch's checks per commit and their results (``Outcome``)
+- ``baselines.py``     checks run on a pull request's merge base, cached
 """
 
 from .base import Base, BigId, UtcDateTime, utcnow
+from .baselines import BASELINES, BaselineReport
 from .commands import REPLIES, USES, CommandReply, CommandUse
 from .deliveries import DELIVERIES, Delivery
 from .engine import FairLock, database_url, make_engine, transaction
@@ -37,12 +40,14 @@ from .reminders import (
     ReminderSweep,
 )
 from .shards import SHARD_GROUPS, GroupEnd, ShardGroup
+from .status import STATUS_RESULTS, STATUS_RUNS, Outcome, RunState, StatusResult, StatusRun
 from .trust import OK_TO_TEST, OkToTest
 from .upsert import insert_ignore, upsert
 from .upstream import FILINGS, UPSTREAM, UpstreamFiling, UpstreamItem, UpstreamState
 
 __all__ = [
     "ACTIVE_STATES",
+    "BASELINES",
     "CALLS",
     "DELIVERIES",
     "FILINGS",
@@ -54,10 +59,13 @@ __all__ = [
     "REPLIES",
     "SENT",
     "SHARD_GROUPS",
+    "STATUS_RESULTS",
+    "STATUS_RUNS",
     "SWEEPS",
     "UPSTREAM",
     "USES",
     "Base",
+    "BaselineReport",
     "BigId",
     "CommandReply",
     "CommandUse",
@@ -69,13 +77,17 @@ __all__ = [
     "JobState",
     "Kind",
     "OkToTest",
+    "Outcome",
     "Phase",
     "PrReminderSettings",
     "ReminderApiCalls",
     "ReminderSent",
     "ReminderSweep",
+    "RunState",
     "SchemaMismatch",
     "ShardGroup",
+    "StatusResult",
+    "StatusRun",
     "SweepLock",
     "UpstreamFiling",
     "UpstreamItem",

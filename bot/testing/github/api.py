@@ -5,6 +5,7 @@ from __future__ import annotations
 from .apps import AppsApi
 from .check_runs import CheckRunsApi
 from .issues import IssuesApi
+from .oauth import OAuthApi
 from .pulls import PullsApi
 from .rate_limits import RateLimitsApi
 from .repos import ReposApi
@@ -12,7 +13,8 @@ from .routes import Route
 from .search import SearchApi
 
 
-class Api(AppsApi, RateLimitsApi, ReposApi, PullsApi, IssuesApi, CheckRunsApi, SearchApi):
+class Api(AppsApi, RateLimitsApi, ReposApi, PullsApi, IssuesApi, CheckRunsApi, SearchApi,
+          OAuthApi):
     """The REST operations: each family's handlers, routed by OpenAPI path templates."""
 
     def build_routes(self) -> list[Route]:
@@ -28,6 +30,9 @@ class Api(AppsApi, RateLimitsApi, ReposApi, PullsApi, IssuesApi, CheckRunsApi, S
             Route("GET", "/installation/repositories", self.list_installation_repos),
             Route("GET", "/rate_limit", self.get_rate_limit, "none"),
             Route("GET", "/users/{username}", self.get_user),
+            Route("GET", "/user", self.get_authenticated_user),
+            Route("GET", "/login/oauth/authorize", self.authorize, "none"),
+            Route("POST", "/login/oauth/access_token", self.access_token, "none"),
             Route("GET", repo, self.get_repo),
             Route("GET", f"{repo}/contents/{{path}}", self.get_content, permission="contents:read"),
             Route("GET", f"{repo}/tarball/{{ref}}", self.tarball, permission="contents:read",
@@ -35,6 +40,7 @@ class Api(AppsApi, RateLimitsApi, ReposApi, PullsApi, IssuesApi, CheckRunsApi, S
             Route("GET", "/_codeload/{owner}/{repo}/legacy.tar.gz/{ref}", self.codeload, "none"),
             Route("GET", "/_raw/{owner}/{repo}/{ref}/{path}", self.raw, "none"),
             Route("GET", f"{repo}/commits/{{ref}}", self.get_commit, permission="contents:read"),
+            Route("GET", f"{repo}/compare/{{basehead}}", self.compare, permission="contents:read"),
             Route("GET", f"{repo}/commits/{{ref}}/check-runs", self.list_check_runs_for_ref,
                   permission="checks:read"),
             Route("GET", f"{repo}/pulls", self.list_pulls, permission="pull_requests:read"),

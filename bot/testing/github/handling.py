@@ -9,12 +9,12 @@ import re
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote, urlencode
+from urllib.parse import parse_qsl, unquote, urlencode
 
 import jwt
 
 from .errors import DOCS, ApiError, forbidden, invalid_request, not_found
-from .model import Issue, Json, Repo, Token, User
+from .model import Issue, Json, Repo, Token, User, UserToken
 from .openapi import describe_violation, load_subset
 from .routes import Call, Reply, Route, split_target
 from .state import LEVELS, GitHubState
@@ -41,7 +41,7 @@ class ApiBase:
     def handle(self, call: Call, raw: bytes) -> Reply:
         """Answer one routed request: authenticate, parse and check the body, run the handler."""
         self.authenticate(call)
-        call.body = self.parse_body(raw)
+        call.body = self.parse_body(raw, call.headers.get("content-type", ""))
         self.validate_body(call)
         return call.route.handler(call)
 
@@ -86,10 +86,13 @@ class ApiBase:
                 return Call(method, path, query, headers, params, route)
         raise not_found()
 
-    def parse_body(self, raw: bytes) -> Any:
-        """The JSON request body (400 `Problems parsing JSON` when it is not JSON)."""
+    def parse_body(self, raw: bytes, content_type: str = "") -> Any:
+        """The JSON request body (400 `Problems parsing JSON` when it is not JSON); a form's
+        fields (the web flow's token request) as an object."""
         if not raw.strip():
             return None
+        if content_type.split(";")[0].strip() == "application/x-www-form-urlencoded":
+            return dict(parse_qsl(raw.decode(errors="replace"), keep_blank_values=True))
         try:
             return json.loads(raw)
         except ValueError:
@@ -115,7 +118,10 @@ class ApiBase:
         if call.route.auth == "jwt":
             self.verify_jwt(credential if scheme.lower() == "bearer" else "")
         elif call.route.auth == "token" and credential:
-            call.token = self.verify_token(credential)
+            if credential.startswith("ghu_"):
+                call.user_token = self.verify_user_token(credential)
+            else:
+                call.token = self.verify_token(credential)
             call.anonymous = False
 
     def verify_jwt(self, token: str) -> None:
@@ -145,6 +151,19 @@ class ApiBase:
             raise ApiError(401, "Bad credentials")
         return token
 
+    def verify_user_token(self, credential: str) -> UserToken:
+        """The live user token `credential` is (401 `Bad credentials` otherwise)."""
+        token = self.s.user_tokens.get(credential)
+        if token is None or token.expired:
+            raise ApiError(401, "Bad credentials")
+        return token
+
+    def user_sees(self, token: UserToken, repo: Repo) -> bool:
+        """What a user token of the App reaches: a repository the user may read, held by one
+        of the App's installations (a public one is read by anyone)."""
+        readable = LEVELS[self.s.role_permission(repo, token.user)] >= LEVELS["read"]
+        return not repo.private or (readable and repo.installation_id is not None)
+
     def actor(self, call: Call) -> User:
         """Who acts: the App's bot for an installation token (401 for anonymous writes)."""
         if call.token is None:
@@ -157,6 +176,12 @@ class ApiBase:
         if repo is None:
             raise not_found()
         write = call.method != "GET"
+        if call.user_token is not None:  # the web flow's token reads, as its user may
+            if not self.user_sees(call.user_token, repo):
+                raise not_found()
+            if write:
+                raise forbidden()
+            return repo
         if not self.covers(call.token, repo):
             if call.anonymous and write:
                 raise ApiError(401, "Requires authentication")

@@ -179,6 +179,29 @@ class Token:
 
 
 @dataclass
+class UserToken:
+    """A user access token of the App (``ghu_``), from its web flow: it acts as the user,
+    within what the App's installations hold."""
+
+    value: str
+    user: User
+    expires_at: datetime
+
+    @property
+    def expired(self) -> bool:
+        return self.expires_at <= datetime.now(UTC)
+
+
+@dataclass
+class OAuthCode:
+    """A code the web flow handed to the App's callback: good once, for ten minutes."""
+
+    user: User
+    redirect_uri: str
+    expires_at: datetime
+
+
+@dataclass
 class Exchange:
     """One request and its answer, kept so tests can check bodies against the OpenAPI schemas."""
 

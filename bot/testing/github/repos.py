@@ -47,8 +47,13 @@ class ReposApi(ApiBase):
     """GET /repos/{owner}/{repo}, contents, tarballs, commits and permissions."""
 
     def get_repo(self, call: Call) -> Reply:
-        """GET /repos/{owner}/{repo}."""
-        return Reply(200, self.v.repo(self.repo(call)))
+        """GET /repos/{owner}/{repo}; with a user's token, what that user may do there."""
+        repo = self.repo(call)
+        out = self.v.repo(repo)
+        if call.user_token is not None:
+            out["permissions"] = self.v.permission(repo, call.user_token.user)["user"][
+                "permissions"]
+        return Reply(200, out)
 
     def get_content(self, call: Call) -> Reply:
         """GET /repos/{owner}/{repo}/contents/{path}: a file, or a directory listing."""
@@ -160,6 +165,36 @@ class ReposApi(ApiBase):
             raise ApiError(422, f"No commit found for SHA: {call.params['ref']}") from None
         return Reply(200, self.v.commit(repo, repo.commits[sha]))
 
+    def compare(self, call: Call) -> Reply:
+        """GET /repos/{owner}/{repo}/compare/{base}...{head}: the merge base (the first
+        ancestor of the head, breadth first, that the base descends from or is), and the
+        commits from it to the head; `files` is not modelled."""
+        repo = self.repo(call)
+        base_ref, sep, head_ref = call.params["basehead"].partition("...")
+        if not sep:
+            raise ApiError(404, "Not Found")
+        base, head = self.resolve(repo, base_ref), self.resolve(repo, head_ref)
+        below_base = _ancestors(repo, base)
+        merge_base, order, seen = None, [head], {head}
+        while order:
+            sha = order.pop(0)
+            if sha in below_base:
+                merge_base = sha
+                break
+            for parent in repo.commits[sha].parents if sha in repo.commits else []:
+                if parent not in seen:
+                    seen.add(parent)
+                    order.append(parent)
+        if merge_base is None:
+            raise ApiError(404, f"No common ancestor between {base_ref} and {head_ref}.")
+        ahead = sorted(_ancestors(repo, head) - _ancestors(repo, merge_base))
+        behind = _ancestors(repo, base) - _ancestors(repo, merge_base)
+        status = "identical" if base == head else "ahead" if not behind else \
+            "behind" if not ahead else "diverged"
+        return Reply(200, self.v.comparison(repo, repo.commits[base], repo.commits[merge_base],
+                                            [repo.commits[sha] for sha in ahead], status,
+                                            len(behind)))
+
     def get_permission(self, call: Call) -> Reply:
         """GET /repos/{owner}/{repo}/collaborators/{username}/permission."""
         repo = self.repo(call)
@@ -167,3 +202,15 @@ class ReposApi(ApiBase):
         if user is None:
             raise not_found()
         return Reply(200, self.v.permission(repo, user))
+
+
+def _ancestors(repo: Repo, sha: str) -> set[str]:
+    """``sha`` and every commit it descends from."""
+    found, stack = {sha}, [sha]
+    while stack:
+        commit = repo.commits.get(stack.pop())
+        for parent in commit.parents if commit is not None else []:
+            if parent not in found:
+                found.add(parent)
+                stack.append(parent)
+    return found

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
-from .model import Json, Token
+from .model import Json, Token, UserToken
 
 
 @dataclass
@@ -43,6 +43,7 @@ class Call:
     route: Route
     body: Any = None
     token: Token | None = None
+    user_token: UserToken | None = None  # a user access token (the web flow's): acts as them
     anonymous: bool = True
 
     @property

@@ -130,7 +130,8 @@ class GitHubServer(FaultInjection):
                 **refs: Any) -> Json:
         """The payload GitHub would deliver now for `name` ("pull_request.synchronize", ...).
 
-        refs: `number` (pull_request.*, pull_request_review.*), `review_id`, `comment_id`
+        refs: `before` and `branch` (push), `number` (pull_request.*, pull_request_review.*),
+        `review_id`, `comment_id`
         (issue_comment.*), `check_run_id` (check_run.*), `installation_id` and `repositories`
         (installation*), `changes` (*.edited), `sender` (login; default the author).
         """

@@ -21,11 +21,13 @@ from .model import (
     Installation,
     Issue,
     Json,
+    OAuthCode,
     Pull,
     Repo,
     Review,
     Token,
     User,
+    UserToken,
 )
 
 ROLE_PERMISSION = {
@@ -73,6 +75,9 @@ class GitHubState:
         self.app_slug = app_slug
         self.app_name = app_name or app_slug
         self.client_id = random_token("Iv23li", 14)
+        self.client_secret = random_token("", 40)
+        self.callback_urls: list[str] = []  # the App's callback URLs (empty: any is taken)
+        self.signed_in: User | None = None  # who the browser is signed in to GitHub as
         self.private_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
         self.private_key_pem = self.private_key.private_bytes(
             serialization.Encoding.PEM,
@@ -94,6 +99,8 @@ class GitHubState:
         self.comments: dict[int, Comment] = {}
         self.check_runs: dict[int, CheckRun] = {}
         self.tokens: dict[str, Token] = {}
+        self.user_tokens: dict[str, UserToken] = {}
+        self.oauth_codes: dict[str, OAuthCode] = {}
         self.downloads: dict[str, tuple[int, str, datetime]] = {}
         self.requests: list[tuple[str, str, int]] = []
         self.exchanges: list[Exchange] = []
@@ -192,6 +199,21 @@ class GitHubState:
         parents = [list(repo.commits)[-1]] if repo.commits else []
         repo.trees[sha] = {path: as_bytes(data) for path, data in files.items()}
         repo.commits[sha] = Commit(sha, message, author, parents, self.now())
+
+    def add_commit(
+        self, owner: str, repo: str, sha: str, files: Mapping[str, bytes | str], *,
+        branch: str | None = None, message: str | None = None,
+    ) -> None:
+        """A commit on top of `branch` (default: the default branch), which moves to it: the
+        base branch of a pull request moving on."""
+        with self.lock:
+            target = self.repo(owner, repo)
+            name = branch or target.default_branch
+            parent = target.branches.get(name)
+            target.trees[sha] = {path: as_bytes(data) for path, data in files.items()}
+            target.commits[sha] = Commit(sha, message or f"Commit {sha[:7]}", target.owner,
+                                         [parent] if parent else [], self.now())
+            target.branches[name] = sha
 
     def move_repo(
         self, owner: str, name: str, new_owner: str | None = None, new_name: str | None = None,
@@ -363,6 +385,26 @@ class GitHubState:
                 issue.closed_at = self.now() if issue.state == "closed" else None
             issue.updated_at = changes.get("updated_at", self.now())
             return issue
+
+    def sign_in(self, login: str | None) -> None:
+        """Who the browser is signed in to GitHub as (None: no one): the web flow's
+        ``/login/oauth/authorize`` approves the App for them at once."""
+        with self.lock:
+            self.signed_in = None if login is None else self.user(login)
+
+    def push_branch(self, owner: str, repo: str, sha: str, files: Mapping[str, bytes | str],
+                    *, branch: str | None = None, message: str = "Update") -> str:
+        """A new commit on ``branch`` (default: the default branch) with these files, as a
+        push makes it; returns the commit it replaced (the push event's ``before``)."""
+        with self.lock:
+            target = self.repo(owner, repo)
+            name = branch or target.default_branch
+            before = target.branches.get(name, "0" * 40)
+            self._add_commit(target, sha, files, target.owner, message)
+            if before in target.commits:
+                target.commits[sha].parents = [before]
+            target.branches[name] = sha
+            return before
 
     def set_permission(self, owner: str, repo: str, user: str, role: str) -> None:
         """Give `user` a role on the repository: admin, maintain, write, triage, read or none."""

@@ -121,6 +121,12 @@ class Views:
         }
         return {**self.user(user), **extra}
 
+    def private_user(self, user: User) -> Json:
+        """A private-user object (GET /user: the user of the token)."""
+        extra = {"private_gists": 0, "total_private_repos": 0, "owned_private_repos": 0,
+                 "disk_usage": 0, "collaborators": 0, "two_factor_authentication": True}
+        return {**self.public_user(user), **extra}
+
     def app(self) -> Json:
         """The App (integration) object."""
         moment = iso(self.s.created_at)
@@ -381,6 +387,23 @@ class Views:
             "author_association": comment.author_association, "body": comment.body,
             "reactions": self.reactions(f"{url}/reactions", comment.reactions),
             "performed_via_github_app": self.app() if comment.via_app else None,
+        }
+
+    def comparison(self, repo: Repo, base: Commit, merge_base: Commit, commits: list[Commit],
+                   status: str, behind: int) -> Json:
+        """What the compare API answers (without `files`)."""
+        api = self.repo_api(repo)
+        basehead = f"{base.sha}...{commits[-1].sha if commits else base.sha}"
+        return {
+            "url": f"{api}/compare/{basehead}",
+            "html_url": self.html(repo.full_name, "compare", basehead),
+            "permalink_url": self.html(repo.full_name, "compare", basehead),
+            "diff_url": self.html(repo.full_name, "compare", basehead + ".diff"),
+            "patch_url": self.html(repo.full_name, "compare", basehead + ".patch"),
+            "base_commit": self.commit(repo, base),
+            "merge_base_commit": self.commit(repo, merge_base),
+            "status": status, "ahead_by": len(commits), "behind_by": behind,
+            "total_commits": len(commits), "commits": [self.commit(repo, c) for c in commits],
         }
 
     def commit(self, repo: Repo, commit: Commit) -> Json:

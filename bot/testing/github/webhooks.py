@@ -113,6 +113,26 @@ class Webhooks:
             "updated_at": iso(run.completed_at or run.started_at),
         }
 
+    def push(self, repo: Repo, action: str, *, before: str, branch: str | None = None,
+             sender: str | None = None) -> Json:
+        """push: the branch's (default: the default branch's) head after ``before``."""
+        name = branch or repo.default_branch
+        after = repo.branches[name]
+        commit = repo.commits[after]
+        author = {"name": commit.author.login, "email": f"{commit.author.login}@example.com",
+                  "username": commit.author.login}
+        head = {"id": after, "tree_id": after, "distinct": True, "message": commit.message,
+                "timestamp": iso(commit.date),
+                "url": f"{self.v.html(repo.full_name)}/commit/{after}", "author": author,
+                "committer": author, "added": [], "removed": [], "modified": []}
+        return {"ref": f"refs/heads/{name}", "before": before, "after": after,
+                "created": before == "0" * 40, "deleted": False, "forced": False,
+                "base_ref": None,
+                "compare": f"{self.v.html(repo.full_name)}/compare/{before[:12]}...{after[:12]}",
+                "commits": [head], "head_commit": head,
+                "pusher": {"name": author["name"], "email": author["email"]},
+                **self.common(repo, sender or commit.author.login)}
+
     def installation(self, repo: Repo | None, action: str, *, installation_id: int,
                      sender: str | None = None) -> Json:
         """installation.* (created lists the repositories it was given)."""
