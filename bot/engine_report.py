@@ -162,6 +162,14 @@ class SpecExploration(_Strict):
     missed: list[Label] = Field(max_length=MAX_MISSED)
 
 
+class Capabilities(_Strict):
+    """What the candidate declared it cannot do (checks/capabilities.py)."""
+
+    gradients: bool
+    precision: Literal["float16", "bfloat16", "float32", "float64"] | None
+    declared_by: dict[Literal["gradients", "precision"], Literal["prelude", "command line"]]
+
+
 class EngineReport(_Strict):
     """The whole report, as checks/report.py ``to_json`` writes it."""
 
@@ -178,6 +186,7 @@ class EngineReport(_Strict):
     findings: list[EngineFinding] = Field(max_length=MAX_FINDINGS)
     causes: list[Cause] | None = Field(default=None, max_length=MAX_FINDINGS)
     exploration: list[SpecExploration] | None = Field(default=None, max_length=MAX_SPECS)
+    capabilities: Capabilities | None = None  # absent: full PyTorch
 
     def dump(self) -> dict[str, Any]:
         """JSON data for the job's result (read again by ``latest_report``)."""

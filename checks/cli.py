@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, TypeAlias
 
-from . import catalog, jobs, presets, shards
+from . import catalog, jobs, presets, shards, warm
 from . import report as reports
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
+from .capabilities import PRECISIONS, CapabilityError, of_candidate
 from .dsl import DslError
 from .engine import CheckResult, Interrupted, check
 from .findings import Finding
@@ -28,6 +29,7 @@ from .progress import Progress
 from .report_files import OutputError, check_output, summary, write_reports
 from .report_types import FindingEntry
 from .spec import Spec, SpecFileError, SpecSource
+from .stopping import exit_status, stop_on_signals
 from .trace import SpecError
 from .upstream import DEFAULT_TRACKER
 
@@ -134,6 +136,13 @@ def add_commands(commands: Commands) -> None:
                      help="relative tolerance for every spec (with --atol)")
     chk.add_argument("--atol", type=float, metavar="A",
                      help="absolute tolerance for every spec (with --rtol)")
+    chk.add_argument("--gradients", action=argparse.BooleanOptionalAction, default=None,
+                     help="compare gradients (--no-gradients: the candidate computes none; "
+                          "default: what its prelude's alignbot_capabilities says, else yes)")
+    chk.add_argument("--precision", metavar="DTYPE", choices=PRECISIONS,
+                     help="the candidate computes in this precision: allow its tolerances "
+                          f"({', '.join(PRECISIONS)}; default: its prelude's "
+                          "alignbot_precision)")
     chk.add_argument("--no-timings", action="store_true",
                      help="leave seconds out of the JSON report (byte-identical reruns)")
     chk.set_defaults(func=cmd_check)
@@ -228,19 +237,27 @@ def cmd_check(args: argparse.Namespace) -> int:
     total = sum(args.n or spec.n for spec in specs)
     progress = Progress.for_stream(total, sys.stderr, enabled=not args.no_progress)
     how = _InWorkers if min(args.jobs, len(specs)) > 1 else _Here
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(progress.routed_warnings())
-        try:
-            run = how(args, config, specs, progress, stack)
-            result = _check_and_minimize(run, minimize=not args.no_minimize)
-            version = run.version
-        finally:
-            progress.close()
+    with stop_on_signals() as signals:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(progress.routed_warnings())
+            try:
+                run = how(args, config, specs, progress, stack)
+                result, stopped = _check_and_minimize(run, minimize=not args.no_minimize)
+                signals.hold()  # closing the workers and writing the report go uncut
+                version = run.version
+            finally:
+                progress.close()
+        return _report(args, config.name, description, version, result, stopped)
+
+
+def _report(args: argparse.Namespace, name: str, description: str, version: str,
+            result: CheckResult, stopped: int | None) -> int:
+    """Write the reports, print the findings and the summary; the exit status."""
     data = reports.to_json(result, description)
     written = write_reports(args.json, args.markdown, data)
     count = len(result.findings)
     print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
-          f"candidate {config.name} ({version}) against torch {result.reference}: "
+          f"candidate {name} ({version}) against torch {result.reference}: "
           f"{count} finding{'s' if count != 1 else ''}")
     for finding in result.findings:
         verdict = finding.extra.get("verdict")
@@ -254,8 +271,8 @@ def cmd_check(args: argparse.Namespace) -> int:
             file=sys.stderr)
     for line in summary(data, written, minimized=not args.no_minimize):
         print(line, file=sys.stderr)
-    if not result.complete:
-        return 130
+    if stopped is not None:
+        return stopped
     return 1 if count else 0
 
 
@@ -287,14 +304,23 @@ class _Here:
         self.stack = stack
         self.candidate = stack.enter_context(CandidateProcess(config))
         self.started = [self.candidate]
+        self.capabilities = of_candidate(self.candidate.declared, args.gradients,
+                                         args.precision)
+        self.specs = [self.capabilities.apply(spec) for spec in specs]
 
     @property
     def version(self) -> str:
         return self.candidate.version
 
     def check(self) -> CheckResult:
-        return check(self.specs, self.candidate, seed=self.args.seed, n=self.args.n,
-                     on_program=self.progress.programs)
+        try:
+            result = check(self.specs, self.candidate, seed=self.args.seed, n=self.args.n,
+                           on_program=self.progress.programs)
+        except Interrupted as exc:
+            exc.result.capabilities = self.capabilities
+            raise
+        result.capabilities = self.capabilities
+        return result
 
     def minimize(self, findings: list[Finding]) -> None:
         args = self.args
@@ -308,6 +334,7 @@ class _Here:
     def kill(self) -> None:
         for process in self.started:  # do not wait for a program in flight
             process.kill()
+        warm.close_all()  # and the script a warm interpreter runs
 
 
 class _InWorkers:
@@ -319,7 +346,8 @@ class _InWorkers:
                                    tuple(args.third), args.third_python or sys.executable,
                                    timings=not args.no_timings)
         tolerances = (args.rtol, args.atol) if args.rtol is not None else None
-        setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking)
+        setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking,
+                           gradients=args.gradients, precision=args.precision)
         self.specs, self.progress = specs, progress
         self.workers = stack.enter_context(jobs.Workers(setup, min(args.jobs, len(specs))))
 
@@ -337,9 +365,12 @@ class _InWorkers:
         self.workers.stop(force=True)  # the workers kill their candidates, with any program
 
 
-def _check_and_minimize(run: _Here | _InWorkers, minimize: bool) -> CheckResult:
-    """Check, then minimize the findings. After Ctrl-C the candidates are killed at once and
-    the result so far comes back marked incomplete (Ctrl-C before any result re-raises)."""
+def _check_and_minimize(run: _Here | _InWorkers, minimize: bool
+                        ) -> tuple[CheckResult, int | None]:
+    """Check, then minimize the findings; the result, and the exit status a stop signal
+    asks for (None: not stopped). After a stop signal (:mod:`checks.stopping`) the
+    candidates are killed at once and the result so far comes back marked incomplete, its
+    findings merged (a signal before any result re-raises)."""
     result: CheckResult | None = None
     try:
         try:
@@ -349,12 +380,13 @@ def _check_and_minimize(run: _Here | _InWorkers, minimize: bool) -> CheckResult:
             raise
         if result.findings and minimize:
             run.minimize(result.findings)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         run.kill()
         if result is None:
             raise
         result.complete = False
-    return result
+        return result, exit_status(exc)
+    return result, None
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -446,11 +478,11 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
         print(f"alignbot: error: {exc}", file=sys.stderr)
     except CandidateStartError as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
-    except (SpecError, DslError, jobs.WorkerDied) as exc:
+    except (SpecError, DslError, jobs.WorkerDied, CapabilityError) as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("alignbot: interrupted", file=sys.stderr)
-        return 130
+        return exit_status(exc)
     except BrokenPipeError:  # `alignbot repro … | head`: the reader went away
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

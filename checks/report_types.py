@@ -145,6 +145,17 @@ class Cause(TypedDict):
     members: list[CauseMember]
 
 
+Precision: TypeAlias = Literal["float16", "bfloat16", "float32", "float64"]
+
+
+class CapabilitiesEntry(TypedDict):
+    """What the candidate can do (checks/capabilities.py): whether gradients were compared,
+    the precision whose tolerances were allowed, and who declared each."""
+    gradients: bool
+    precision: Precision | None
+    declared_by: dict[Literal["gradients", "precision"], Literal["prelude", "command line"]]
+
+
 class Report(TypedDict):
     """The whole report (``checks.report.to_json``)."""
     report_version: int
@@ -161,3 +172,4 @@ class Report(TypedDict):
     findings: list[FindingEntry]
     causes: list[Cause]  # the findings grouped by root cause, most members first
     exploration: list[SpecExploration]  # the specs run to the end, in order
+    capabilities: NotRequired[CapabilitiesEntry]  # absent: full PyTorch, nothing declared

@@ -1,0 +1,59 @@
+"""Warm interpreters: a script forked from one gives what a fresh interpreter gives, and a
+finding minimized with warm oracles is the one minimized with fresh interpreters."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from checks import presets, repro
+from checks.candidate import CandidateProcess
+from checks.engine import check
+from checks.minimize import MinimizeOptions, minimize_all
+from checks.spec import SpecSource
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SCRIPT = """import sys
+import torch
+print("argv", sys.argv[1:], "main", __name__, torch.tensor([1.5]).double().item())
+print("to stderr", file=sys.stderr)
+sys.exit(3 if "--fail" in sys.argv else 0)
+"""
+
+
+@pytest.mark.parametrize("args", [[], ["--fail", "x"]])
+def test_a_warm_fork_runs_a_script_as_a_fresh_interpreter_does(args: list[str]) -> None:
+    fresh = repro.run_script(SCRIPT, args=args, timeout=120)
+    assert fresh[0] == (3 if args else 0) and "to stderr" in fresh[1]
+    assert repro.run_script(SCRIPT, args=args, timeout=120, warm=True) == fresh
+
+
+def test_a_warm_script_that_hangs_is_killed_at_its_timeout() -> None:
+    code, output = repro.run_script("import time\ntime.sleep(600)\n", timeout=2, warm=True)
+    assert (code, output) == (-1, "the repro did not finish within 2 s")
+    assert repro.run_script(SCRIPT, timeout=120, warm=True)[0] == 0  # a new server
+
+
+def test_warm_oracles_minimize_to_the_same_findings_as_fresh_ones(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    specs = [s for s in SpecSource(library=False, files=(FIXTURES / "planted_specs.py",
+                                                         FIXTURES / "module_bug_specs.py")
+                                   ).load() if s.matches(["tanh_backward", "linear_no_bias"])]
+    config = presets.candidate(None, (FIXTURES / "planted_prelude.py").read_text() +
+                               (FIXTURES / "module_bug_prelude.py").read_text())
+    results: list[list[Any]] = []
+    with CandidateProcess(config) as candidate:
+        drawn = check(specs, candidate, seed=0, n=1).findings
+        assert {f.op for f in drawn} == {"torch.tanh", "torch.nn.Linear"}
+        for fresh in ("0", "1"):
+            monkeypatch.setenv("ALIGNBOT_FRESH_ORACLES", fresh)
+            findings = copy.deepcopy(drawn)
+            minimize_all(findings, specs, candidate, config,
+                         MinimizeOptions(max_calls=60, max_seconds=1e9), timings=False)
+            results.append([(f.fingerprint, f.message, f.extra) for f in findings])
+    assert results[0] == results[1]
+    assert all(extra["repro_verified"] and extra["verdict"] == "candidate-bug"
+               for _, _, extra in results[0])
