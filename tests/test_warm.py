@@ -24,11 +24,14 @@ sys.exit(3 if "--fail" in sys.argv else 0)
 """
 
 
-@pytest.mark.parametrize("args", [[], ["--fail", "x"]])
-def test_a_warm_fork_runs_a_script_as_a_fresh_interpreter_does(args: list[str]) -> None:
-    fresh = repro.run_script(SCRIPT, args=args, timeout=120)
-    assert fresh[0] == (3 if args else 0) and "to stderr" in fresh[1]
-    assert repro.run_script(SCRIPT, args=args, timeout=120, warm=True) == fresh
+def test_a_warm_fork_runs_a_script_as_a_fresh_interpreter_does() -> None:
+    fresh = repro.run_script(SCRIPT, args=["--fail", "x"], timeout=120)
+    assert fresh[0] == 3 and "argv ['--fail', 'x'] main __main__ 1.5" in fresh[1]
+    assert "to stderr" in fresh[1]
+    assert repro.run_script(SCRIPT, args=["--fail", "x"], timeout=120, warm=True) == fresh
+    # the next script in the same server: its own argv, exit status and __main__
+    assert repro.run_script(SCRIPT, timeout=120, warm=True) == (
+        0, "argv [] main __main__ 1.5\nto stderr\n")
 
 
 def test_a_warm_script_that_hangs_is_killed_at_its_timeout() -> None:
@@ -39,20 +42,19 @@ def test_a_warm_script_that_hangs_is_killed_at_its_timeout() -> None:
 
 def test_warm_oracles_minimize_to_the_same_findings_as_fresh_ones(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    specs = [s for s in SpecSource(library=False, files=(FIXTURES / "planted_specs.py",
-                                                         FIXTURES / "module_bug_specs.py")
-                                   ).load() if s.matches(["tanh_backward", "linear_no_bias"])]
-    config = presets.candidate(None, (FIXTURES / "planted_prelude.py").read_text() +
-                               (FIXTURES / "module_bug_prelude.py").read_text())
+    """One finding, a module's: the module's random initialisation is where a fork of a
+    server that has already drawn random numbers could differ from a fresh interpreter."""
+    specs = SpecSource(library=False, files=(FIXTURES / "module_bug_specs.py",)).load()
+    config = presets.candidate(None, (FIXTURES / "module_bug_prelude.py").read_text())
     results: list[list[Any]] = []
     with CandidateProcess(config) as candidate:
         drawn = check(specs, candidate, seed=0, n=1).findings
-        assert {f.op for f in drawn} == {"torch.tanh", "torch.nn.Linear"}
+        assert [f.op for f in drawn] == ["torch.nn.Linear"]
         for fresh in ("0", "1"):
             monkeypatch.setenv("ALIGNBOT_FRESH_ORACLES", fresh)
             findings = copy.deepcopy(drawn)
             minimize_all(findings, specs, candidate, config,
-                         MinimizeOptions(max_calls=60, max_seconds=1e9), timings=False)
+                         MinimizeOptions(max_calls=30, max_seconds=1e9), timings=False)
             results.append([(f.fingerprint, f.message, f.extra) for f in findings])
     assert results[0] == results[1]
     assert all(extra["repro_verified"] and extra["verdict"] == "candidate-bug"
