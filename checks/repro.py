@@ -326,13 +326,15 @@ def run_script(script: str, python: str = sys.executable, timeout: float = 600.0
     """Run a script in a fresh interpreter in an empty folder; its exit status and output
     (stdout, then stderr). It runs in a session of its own, killed whole when it times out
     or this process is stopped: the candidate side a repro starts goes with it. ``warm``:
-    a script that needs PyTorch alone runs in a fork of a warm interpreter instead
-    (:mod:`checks.warm`), unless ``ALIGNBOT_FRESH_ORACLES`` asks for fresh ones."""
+    a script that needs PyTorch alone runs in a fork of a warm interpreter started with the
+    same ``env`` instead (:mod:`checks.warm`), unless ``ALIGNBOT_FRESH_ORACLES`` asks for
+    fresh ones."""
     with tempfile.TemporaryDirectory(prefix="alignbot-repro-") as tmp:
         path = Path(tmp) / "repro.py"
         path.write_text(script)
         if warm and not warm_interpreters.fresh_only():
-            return warm_interpreters.shared(python).run(path, list(args or []), timeout)
+            interpreter = warm_interpreters.shared(python, env)
+            return interpreter.run(path, list(args or []), timeout)
         with subprocess.Popen([python, str(path), *(args or [])], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=tmp, env=env,
                               start_new_session=True) as proc:

@@ -69,10 +69,12 @@ def fresh_only() -> bool:
 
 
 class WarmInterpreter:
-    """The server, started on first use; one script at a time (a lock), any thread."""
+    """The server, started on first use in environment ``env`` (None: this process's);
+    one script at a time (a lock), any thread."""
 
-    def __init__(self, python: str = sys.executable) -> None:
-        self.python = python
+    def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None
+                 ) -> None:
+        self.python, self.env = python, env
         self._proc: subprocess.Popen[str] | None = None
         self._lock = threading.Lock()
         self._child: int | None = None  # the fork running a script
@@ -82,7 +84,7 @@ class WarmInterpreter:
         if self._proc is None or self._proc.poll() is not None:
             self._proc = subprocess.Popen(
                 [self.python, "-c", SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+                stderr=subprocess.DEVNULL, text=True, start_new_session=True, env=self.env)
             self._buffer = b""
         return self._proc
 
@@ -143,14 +145,22 @@ class WarmInterpreter:
             self._proc = None
 
 
-_SHARED: dict[str, WarmInterpreter] = {}
+_SHARED: dict[tuple[str, tuple[tuple[str, str], ...]], WarmInterpreter] = {}
+KEPT = 4  # servers kept at once (each holds torch); the least recently used goes first
 
 
-def shared(python: str = sys.executable) -> WarmInterpreter:
-    """This process's warm interpreter for ``python``, started on first use."""
-    if python not in _SHARED:
-        _SHARED[python] = WarmInterpreter(python)
-    return _SHARED[python]
+def shared(python: str = sys.executable, env: dict[str, str] | None = None
+           ) -> WarmInterpreter:
+    """This process's warm interpreter for ``python`` in environment ``env`` (None: this
+    process's environment as it is now), started on first use: a script forked from it
+    sees the ``sys.path`` and variables a fresh interpreter started with ``env`` sees."""
+    environment = dict(os.environ if env is None else env)
+    key = (python, tuple(sorted(environment.items())))
+    interpreter = _SHARED.pop(key, None) or WarmInterpreter(python, environment)
+    _SHARED[key] = interpreter  # the most recently used is last
+    while len(_SHARED) > KEPT:
+        _SHARED.pop(next(iter(_SHARED))).close()
+    return interpreter
 
 
 def close_all() -> None:

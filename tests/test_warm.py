@@ -4,6 +4,7 @@ finding minimized with warm oracles is the one minimized with fresh interpreters
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,19 @@ def test_a_warm_fork_runs_a_script_as_a_fresh_interpreter_does() -> None:
     # the next script in the same server: its own argv, exit status and __main__
     assert repro.run_script(SCRIPT, timeout=120, warm=True) == (
         0, "argv [] main __main__ 1.5\nto stderr\n")
+
+
+def test_a_warm_fork_has_the_environment_it_is_given(tmp_path: Path) -> None:
+    """As a fresh interpreter started with ``env``: its variables, and PYTHONPATH on
+    ``sys.path`` (a sitecustomize there runs before the script, as the buggy reference's)."""
+    (tmp_path / "planted_here.py").write_text("VALUE = 'imported'\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "ALIGNBOT_TEST_MARK": "marked"}
+    script = ("import os, planted_here\n"
+              "print(planted_here.VALUE, os.environ.get('ALIGNBOT_TEST_MARK'))\n")
+    assert repro.run_script(script, timeout=120, env=env, warm=True) == (
+        0, "imported marked\n")
+    assert repro.run_script(script, timeout=120, env=env) == (0, "imported marked\n")
+    assert repro.run_script(script, timeout=120, warm=True)[0] == 1  # not this process's
 
 
 def test_a_warm_script_that_hangs_is_killed_at_its_timeout() -> None:
