@@ -6,8 +6,10 @@ Only scripts that need nothing but the reference run here; the one run that show
 to a user (the repro against the candidate) always gets a fresh interpreter. The server
 imports torch and runs no op before it forks, so no thread pool is copied into a child; each
 child gets a session of its own (killed whole on a timeout), its own folder and ``argv``, and
-a fresh ``__main__``. ``ALIGNBOT_FRESH_ORACLES=1`` turns the server off: every script then
-runs in a fresh interpreter (benchmarks/per_finding.py ``--cold`` compares the two).
+a fresh ``__main__``. There is one server per interpreter and environment (the one the
+fresh interpreter would get: its PYTHONPATH and variables). ``ALIGNBOT_FRESH_ORACLES=1``
+turns the server off: every script then runs in a fresh interpreter
+(benchmarks/per_finding.py ``--cold`` compares the two).
 """
 
 from __future__ import annotations
