@@ -205,6 +205,14 @@ class SpecExploration(_Strict):
         default_factory=list, max_length=MAX_COVERED)
 
 
+class Capabilities(_Strict):
+    """What the candidate declared it cannot do (checks/capabilities.py)."""
+
+    gradients: bool
+    precision: Literal["float16", "bfloat16", "float32", "float64"] | None
+    declared_by: dict[Literal["gradients", "precision"], Literal["prelude", "command line"]]
+
+
 class EngineReport(_Strict):
     """The whole report, as checks/report.py ``to_json`` writes it."""
 
@@ -223,6 +231,7 @@ class EngineReport(_Strict):
     exploration: list[SpecExploration] | None = Field(default=None, max_length=MAX_SPECS)
     known_fixed: list[KnownMark] | None = Field(default=None, max_length=MAX_FINDINGS)
     rechecked: list[Rechecked] | None = Field(default=None, max_length=MAX_FINDINGS)
+    capabilities: Capabilities | None = None  # absent: full PyTorch
 
     def dump(self) -> dict[str, Any]:
         """JSON data for the job's result (read again by ``latest_report``)."""

@@ -75,6 +75,8 @@ class CandidateProcess:
         self.config = config
         self.version = ""
         self.packages: dict[str, str] = {}  # what the prelude imported, with versions
+        # what the prelude declares it cannot do, as sent (checks/capabilities.py judges it)
+        self.declared: dict[str, Any] = {}
         self.starts = 0
         self._proc: subprocess.Popen[bytes] | None = None
         self._deadline: float | None = None
@@ -121,6 +123,8 @@ class CandidateProcess:
             raise CandidateStartError(f"the candidate's prelude failed: {reply.get('error')}")
         self.version = str(reply.get("version", ""))
         self.packages = packages(reply.get("packages"))
+        declared = reply.get("declared")
+        self.declared = dict(declared) if isinstance(declared, dict) else {}
         return self.version
 
     def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:

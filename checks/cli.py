@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal, NoReturn, TypeAlias
 
-from . import catalog, jobs, presets, shards
+from . import catalog, jobs, presets, shards, warm
 from . import report as reports
 from .baseline import Baseline, BaselineError, recheck
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
+from .capabilities import PRECISIONS, CapabilityError, of_candidate
 from .dsl import DslError
 from .engine import CheckResult, Interrupted, check
 from .findings import Finding
@@ -30,6 +31,7 @@ from .progress import Progress
 from .report_files import OutputError, check_output, summary, write_reports
 from .report_types import FindingEntry, KnownMark, Rechecked
 from .spec import Spec, SpecFileError, SpecSource
+from .stopping import exit_status, stop_on_signals
 from .trace import SpecError
 from .upstream import DEFAULT_TRACKER
 
@@ -136,6 +138,13 @@ def add_commands(commands: Commands) -> None:
                      help="relative tolerance for every spec (with --atol)")
     chk.add_argument("--atol", type=float, metavar="A",
                      help="absolute tolerance for every spec (with --rtol)")
+    chk.add_argument("--gradients", action=argparse.BooleanOptionalAction, default=None,
+                     help="compare gradients (--no-gradients: the candidate computes none; "
+                          "default: what its prelude's alignbot_capabilities says, else yes)")
+    chk.add_argument("--precision", metavar="DTYPE", choices=PRECISIONS,
+                     help="the candidate computes in this precision: allow its tolerances "
+                          f"({', '.join(PRECISIONS)}; default: its prelude's "
+                          "alignbot_precision)")
     chk.add_argument("--no-timings", action="store_true",
                      help="leave seconds out of the JSON report (byte-identical reruns)")
     chk.add_argument("--known", type=Path, metavar="FILE",
@@ -244,60 +253,64 @@ def cmd_check(args: argparse.Namespace) -> int:
     total = sum(args.n or spec.n for spec in specs)
     progress = Progress.for_stream(total, sys.stderr, enabled=not args.no_progress)
     how = _InWorkers if min(args.jobs, len(specs)) > 1 else _Here
-    with contextlib.ExitStack() as stack:
-        stack.enter_context(progress.routed_warnings())
-        try:
-            run = how(args, config, specs, progress, stack)
-            result = _check_and_minimize(run, not args.no_minimize and args.write_known is None,
-                                         known, baseline)
-            version = run.version
-        finally:
-            progress.close()
-    fixed = _classify(result, known) if known is not None else []
-    rechecked = _recheck(baseline, result, config, specs) if baseline is not None else []
-    data = reports.to_json(result, description)
-    if known is not None:
-        data["known_fixed"] = fixed
-    if baseline is not None:
-        data["rechecked"] = rechecked
-    written = write_reports(args.json, args.markdown, data)
-    if args.write_known is not None:
-        _write_known(args.write_known, data["findings"], previous)
-    new = [f for f in result.findings if not _expected(f, known, baseline)]
-    count = len(result.findings)
-    print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
-          f"candidate {config.name} ({version}) against torch {result.reference}: "
-          f"{count} finding{'s' if count != 1 else ''}")
-    for finding in result.findings:
-        verdict = finding.extra.get("verdict")
-        mark = finding.extra.get("known")
-        print(f"  {finding.fingerprint}  {finding.kind.value:<18} {finding.op}  "
-              f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}"
-              f"{', ' + verdict if verdict else ''}]"
-              f"{'  known: ' + mark['reason'] if mark else ''}")
-    if baseline is not None:
-        agree = sum(r["agrees"] for r in rechecked)
-        print(f"alignbot: against the baseline {args.baseline}: {len(new)} new, "
-              f"{sum(baseline.showed(f) for f in result.findings)} pre-existing, {agree} "
-              f"fixed, {len(rechecked) - agree} not drawn but still there")
-    if known is not None:
-        print(f"alignbot: {len(new)} new, {count - len(new)} known (from {known.source}), "
-              f"{len(fixed)} fixed")
-        for entry in fixed:
-            print(f"  fixed: {known.source}:{entry['line']} ({entry['entry']}) no longer "
-                  "reproduces: fixed — remove it from the file")
-    sys.stdout.flush()
-    if result.stats.regions:  # a candidate with a program hook: how its programs ran
-        print("alignbot: programs run as one region or call by call: " + ", ".join(
-            f"{count} {mode}" for mode, count in sorted(result.stats.regions.items())),
-            file=sys.stderr)
-    for line in summary(data, written, minimized=not args.no_minimize):
-        print(line, file=sys.stderr)
-    if not result.complete:
-        return 130
-    if args.write_known is not None:
-        return 0
-    return 1 if new else 0
+    with stop_on_signals() as signals:
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(progress.routed_warnings())
+            try:
+                run = how(args, config, specs, progress, stack)
+                result, stopped = _check_and_minimize(
+                    run, not args.no_minimize and args.write_known is None, known, baseline)
+                # closing the workers, replaying the baseline and writing the report go uncut
+                signals.hold()
+                version = run.version
+            finally:
+                progress.close()
+        fixed = _classify(result, known) if known is not None else []
+        rechecked = (_recheck(baseline, result, config, specs)
+                     if baseline is not None and stopped is None else [])
+        data = reports.to_json(result, description)
+        if known is not None:
+            data["known_fixed"] = fixed
+        if baseline is not None:
+            data["rechecked"] = rechecked
+        written = write_reports(args.json, args.markdown, data)
+        if args.write_known is not None:
+            _write_known(args.write_known, data["findings"], previous)
+        new = [f for f in result.findings if not _expected(f, known, baseline)]
+        count = len(result.findings)
+        print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
+              f"candidate {config.name} ({version}) against torch {result.reference}: "
+              f"{count} finding{'s' if count != 1 else ''}")
+        for finding in result.findings:
+            verdict = finding.extra.get("verdict")
+            mark = finding.extra.get("known")
+            print(f"  {finding.fingerprint}  {finding.kind.value:<18} {finding.op}  "
+                  f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}"
+                  f"{', ' + verdict if verdict else ''}]"
+                  f"{'  known: ' + mark['reason'] if mark else ''}")
+        if baseline is not None:
+            agree = sum(r["agrees"] for r in rechecked)
+            print(f"alignbot: against the baseline {args.baseline}: {len(new)} new, "
+                  f"{sum(baseline.showed(f) for f in result.findings)} pre-existing, {agree} "
+                  f"fixed, {len(rechecked) - agree} not drawn but still there")
+        if known is not None:
+            print(f"alignbot: {len(new)} new, {count - len(new)} known (from {known.source}), "
+                  f"{len(fixed)} fixed")
+            for entry in fixed:
+                print(f"  fixed: {known.source}:{entry['line']} ({entry['entry']}) no longer "
+                      "reproduces: fixed — remove it from the file")
+        sys.stdout.flush()
+        if result.stats.regions:  # a candidate with a program hook: how its programs ran
+            print("alignbot: programs run as one region or call by call: " + ", ".join(
+                f"{count} {mode}" for mode, count in sorted(result.stats.regions.items())),
+                file=sys.stderr)
+        for line in summary(data, written, minimized=not args.no_minimize):
+            print(line, file=sys.stderr)
+        if stopped is not None:
+            return stopped
+        if args.write_known is not None:
+            return 0
+        return 1 if new else 0
 
 
 def _expected(finding: Finding, known: KnownFile | None, baseline: Baseline | None) -> bool:
@@ -384,14 +397,23 @@ class _Here:
         self.stack = stack
         self.candidate = stack.enter_context(CandidateProcess(config))
         self.started = [self.candidate]
+        self.capabilities = of_candidate(self.candidate.declared, args.gradients,
+                                         args.precision)
+        self.specs = [self.capabilities.apply(spec) for spec in specs]
 
     @property
     def version(self) -> str:
         return self.candidate.version
 
     def check(self) -> CheckResult:
-        return check(self.specs, self.candidate, seed=self.args.seed, n=self.args.n,
-                     on_program=self.progress.programs)
+        try:
+            result = check(self.specs, self.candidate, seed=self.args.seed, n=self.args.n,
+                           on_program=self.progress.programs)
+        except Interrupted as exc:
+            exc.result.capabilities = self.capabilities
+            raise
+        result.capabilities = self.capabilities
+        return result
 
     def minimize(self, findings: list[Finding]) -> None:
         args = self.args
@@ -405,6 +427,7 @@ class _Here:
     def kill(self) -> None:
         for process in self.started:  # do not wait for a program in flight
             process.kill()
+        warm.close_all()  # and the script a warm interpreter runs
 
 
 class _InWorkers:
@@ -416,7 +439,8 @@ class _InWorkers:
                                    tuple(args.third), args.third_python or sys.executable,
                                    timings=not args.no_timings)
         tolerances = (args.rtol, args.atol) if args.rtol is not None else None
-        setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking)
+        setup = jobs.Setup(config, _source(args), args.seed, args.n, tolerances, shrinking,
+                           gradients=args.gradients, precision=args.precision)
         self.specs, self.progress = specs, progress
         self.workers = stack.enter_context(jobs.Workers(setup, min(args.jobs, len(specs))))
 
@@ -435,11 +459,13 @@ class _InWorkers:
 
 
 def _check_and_minimize(run: _Here | _InWorkers, minimize: bool,
-                        known: KnownFile | None = None,
-                        baseline: Baseline | None = None) -> CheckResult:
+                        known: KnownFile | None = None, baseline: Baseline | None = None
+                        ) -> tuple[CheckResult, int | None]:
     """Check, then minimize the findings (those neither ``known`` knows nor ``baseline``
-    showed). After Ctrl-C the candidates are killed at once and the result so far comes back
-    marked incomplete (Ctrl-C before any result re-raises)."""
+    showed); the result, and the exit status a stop signal asks for (None: not stopped).
+    After a stop signal (:mod:`checks.stopping`) the candidates are killed at once and the
+    result so far comes back marked incomplete, its findings merged (a signal before any
+    result re-raises)."""
     result: CheckResult | None = None
     try:
         try:
@@ -450,15 +476,19 @@ def _check_and_minimize(run: _Here | _InWorkers, minimize: bool,
         todo = [f for f in result.findings if not _expected(f, known, baseline)]
         if todo and minimize:
             kept = [f for f in result.findings if all(f is not t for t in todo)]
-            run.minimize(todo)  # replaces and merges the findings of its list
-            order = {name: index for index, name in enumerate(result.specs_run)}
-            result.findings = sorted(kept + todo, key=lambda f: order.get(f.spec, len(order)))
-    except KeyboardInterrupt:
+            try:
+                run.minimize(todo)  # replaces and merges the findings of its list
+            finally:  # also when stopped: the kept findings stay in the report, in order
+                order = {name: index for index, name in enumerate(result.specs_run)}
+                result.findings = sorted(kept + todo,
+                                         key=lambda f: order.get(f.spec, len(order)))
+    except KeyboardInterrupt as exc:
         run.kill()
         if result is None:
             raise
         result.complete = False
-    return result
+        return result, exit_status(exc)
+    return result, None
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
@@ -550,11 +580,11 @@ def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> i
         print(f"alignbot: error: {exc}", file=sys.stderr)
     except CandidateStartError as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
-    except (SpecError, DslError, jobs.WorkerDied) as exc:
+    except (SpecError, DslError, jobs.WorkerDied, CapabilityError) as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         print("alignbot: interrupted", file=sys.stderr)
-        return 130
+        return exit_status(exc)
     except BrokenPipeError:  # `alignbot repro … | head`: the reader went away
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0

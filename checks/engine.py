@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from .calls import judge_program, outcome_finding
 from .candidate import CandidateProcess
+from .capabilities import Capabilities
 from .dsl import DrawContext
 from .explore import Exploration, Explorer
 from .findings import Finding, upstream_of
@@ -63,6 +64,8 @@ class CheckResult:
     complete: bool = True  # False: the run was interrupted and holds the findings so far
     packages: dict[str, str] = field(default_factory=dict)  # the prelude's, with versions
     exploration: list[Exploration] = field(default_factory=list)  # per spec run, in order
+    # what the candidate declared it cannot do; the specs were checked accordingly
+    capabilities: Capabilities = field(default_factory=Capabilities)
 
 
 class Interrupted(KeyboardInterrupt):

@@ -140,7 +140,7 @@ def formula_repro(program: Program, finding: Finding, rtol: float, atol: float,
     script = formula_script(program, finding, rtol, atol)
     if script is None:
         return None
-    code, output = run_script(script, timeout=timeout)
+    code, output = run_script(script, timeout=timeout, warm=True)
     status = status_line(output)
     measured = f"exit status {code}: {status.get('result')}" if status is not None else \
         f"exit status {code} (the script did not finish its check)"

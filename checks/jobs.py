@@ -20,12 +20,15 @@ from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
 from typing import Any, TextIO
 
+from . import warm
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
+from .capabilities import Capabilities, CapabilityError, of_candidate
 from .engine import CheckResult, Interrupted, Merger, Stats, run_spec
 from .explore import Exploration
 from .findings import Finding
 from .minimize import MinimizeOptions, merge_same_bugs, minimize_all
 from .spec import Spec, SpecSource
+from .stopping import worker_signals
 
 # What a worker reports while a task runs: ("program", fingerprints), ("finding", None),
 # ("call", calls) or ("note", text); the parent passes them on with the task's index.
@@ -63,6 +66,8 @@ class Setup:
     n: int | None = None
     tolerances: tuple[float, float] | None = None  # (rtol, atol) for every spec
     shrinking: Shrinking = field(default_factory=Shrinking)
+    gradients: bool | None = None  # --gradients / --no-gradients; None: as the prelude says
+    precision: str | None = None  # --precision
 
     def specs(self) -> dict[str, Spec]:
         specs = {spec.name: spec for spec in self.source.load()}
@@ -102,6 +107,7 @@ class Workers:
         self.version = ""  # the candidate's
         self.packages: dict[str, str] = {}  # what the candidate's prelude imported
         self.reference = ""  # torch's
+        self.capabilities = Capabilities()  # what the candidate declared, as resolved
         self._workers: list[_Worker] = []
 
     def __enter__(self) -> Workers:
@@ -123,7 +129,7 @@ class Workers:
                     kind, _, payload = self._receive(worker, "starting")
                 if kind == "failed":
                     raise payload
-                self.version, self.reference, self.packages = payload
+                self.version, self.reference, self.packages, self.capabilities = payload
         except BaseException:
             self.stop(force=True)
             raise
@@ -217,7 +223,8 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
     the programs judged of those cut short."""
     setup = workers.setup
     result = CheckResult(reference=workers.reference, candidate=setup.config.name,
-                         seed=setup.seed, packages=dict(workers.packages))
+                         seed=setup.seed, packages=dict(workers.packages),
+                         capabilities=workers.capabilities)
     seen: set[str] = set()
     done: dict[int, SpecRun] = {}
     partial: dict[int, SpecRun] = {}  # specs that Ctrl-C cut short
@@ -288,11 +295,9 @@ def minimize(workers: Workers, findings: list[Finding],
 
 def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
     """A worker: start the candidate, then run tasks until told to stop (None, or the
-    parent gone). SIGTERM kills its candidates, never leaving one behind. Ctrl-C on a
-    terminal reaches the whole process group: the parent alone decides what it means (a
-    partial report), so a worker waits for its SIGTERM."""
-    signal.signal(signal.SIGTERM, signal.default_int_handler)
-    signal.signal(signal.SIGINT, _ignore)  # not SIG_IGN: that would be inherited over exec
+    parent gone). SIGTERM kills its candidates, never leaving one behind; Ctrl-C and a
+    hangup are the parent's to act on (:func:`checks.stopping.worker_signals`)."""
+    worker_signals()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_routed_warnings(results))
         candidate = CandidateProcess(setup.config)
@@ -309,10 +314,14 @@ def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
                     wait_for([starting])
             try:
                 version = starting.result()
-            except CandidateStartError as exc:
+                capabilities = of_candidate(candidate.declared, setup.gradients,
+                                            setup.precision)
+            except (CandidateStartError, CapabilityError) as exc:
                 results.send(("failed", -1, exc))
                 return
-            results.send(("ready", -1, (version, str(torch.__version__), candidate.packages)))
+            specs = {name: capabilities.apply(spec) for name, spec in specs.items()}
+            results.send(("ready", -1, (version, str(torch.__version__), candidate.packages,
+                                        capabilities)))
             for kind, index, payload in _tasks(tasks):
                 try:
                     if kind == "spec":
@@ -329,15 +338,12 @@ def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
         except KeyboardInterrupt:
             for process in (candidate, *thirds):  # a program may be in flight: no waiting
                 process.kill()
+            warm.close_all()  # and a repro's control run
     # Its candidates are closed: tearing down an interpreter that holds torch takes seconds
     # and keeps nothing.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(0)
-
-
-def _ignore(signum: int, frame: Any) -> None:
-    pass
 
 
 def _tasks(tasks: Connection) -> Iterator[tuple[str, int, Any]]:

@@ -151,27 +151,34 @@ def minimize_all(findings: list[Finding], specs: list[Spec], candidate: Candidat
     ``minimize_error``: None, or why this finding stayed as drawn while the others went on).
     ``on_finding(index, finding)`` runs before each one."""
     by_name = {spec.name: spec for spec in specs}
-    for index, finding in enumerate(findings):
-        if on_finding is not None:
-            on_finding(index, finding)
-        try:
-            result = minimize(finding, by_name[finding.spec], candidate, config, options)
-        except Exception as exc:  # one finding's failure must not lose the whole report
-            if candidate.pending:
-                candidate.kill()
-            finding.extra["minimize_error"] = minimize_error(exc)
-            continue
-        drawn = finding.fingerprint
-        finding.program, finding.message = result.program, result.message
-        if finding.kind in MISMATCH_KINDS:  # the keywords the minimized call still needs
-            finding.signature = result.signature
-        if finding.fingerprint != drawn:  # a baseline matches the next run's draws by it
-            finding.extra["drawn_fingerprint"] = drawn
-        if not timings:
-            result.shrink["seconds"] = None
-        finding.extra.update(result.report_fields())
-        finding.extra["minimize_error"] = None
-    merge_same_bugs(findings)
+    try:
+        for index, finding in enumerate(findings):
+            if on_finding is not None:
+                on_finding(index, finding)
+            _minimize_one(finding, by_name[finding.spec], candidate, config, options, timings)
+    finally:  # also when interrupted: the report holds one entry per bug
+        merge_same_bugs(findings)
+
+
+def _minimize_one(finding: Finding, spec: Spec, candidate: CandidateProcess,
+                  config: CandidateConfig, options: MinimizeOptions, timings: bool) -> None:
+    try:
+        result = minimize(finding, spec, candidate, config, options)
+    except Exception as exc:  # one finding's failure must not lose the whole report
+        if candidate.pending:
+            candidate.kill()
+        finding.extra["minimize_error"] = minimize_error(exc)
+        return
+    drawn = finding.fingerprint
+    finding.program, finding.message = result.program, result.message
+    if finding.kind in MISMATCH_KINDS:  # the keywords the minimized call still needs
+        finding.signature = result.signature
+    if finding.fingerprint != drawn:  # a baseline matches the next run's draws by it
+        finding.extra["drawn_fingerprint"] = drawn
+    if not timings:
+        result.shrink["seconds"] = None
+    finding.extra.update(result.report_fields())
+    finding.extra["minimize_error"] = None
 
 
 def merge_same_bugs(findings: list[Finding]) -> None:

@@ -21,7 +21,14 @@ from .calls import judge_program
 from .candidate import CandidateProcess
 from .engine import evaluate
 from .findings import Finding
-from .program import BackwardPlan, Node, Observations, Program, reference_observations
+from .program import (
+    BackwardPlan,
+    Node,
+    Observations,
+    Program,
+    complete_states,
+    reference_observations,
+)
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .spec import Spec
@@ -62,9 +69,10 @@ class Oracle:
         return evaluate(self.spec, program, ref, self.candidate, want=want)
 
     def program(self, program: Program, want: Finding | None = None) -> list[Finding]:
-        """A program built by hand (sliced, simplified): the reference replays it too."""
+        """A program built by hand (sliced, simplified): the reference replays it too. Its
+        modules get every tensor written out (:func:`checks.program.complete_states`)."""
         self.budget.spend()
-        ref = reference_observations(program)
+        ref = reference_observations(complete_states(program))
         outcome = self.candidate.run(program)
         return judge_program(self.spec, program, ref, outcome, self.candidate, want)
 

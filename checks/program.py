@@ -62,3 +62,35 @@ def reference_observations(program: Program) -> Observations:
 
     seed_reference(torch, int(program.get("seed", 0)))
     return replay(torch, program, Hooks())
+
+
+def complete_states(program: Program) -> Program:
+    """Give every module node the value of each parameter and buffer its construction makes,
+    in place, and return the program. A traced module records them all, but a program built
+    by hand may build it otherwise (simplifying dropped ``bias=False``): a tensor left to
+    the module's random initialisation would differ between the reference and the candidate,
+    and between two runs of a repro, whose control run then never agrees. The values are
+    those the reference's seeded replay makes, so its observations stay as they were."""
+    import torch
+
+    from .runtime.replay import bind_result, module_tensors, run_node
+    from .runtime.values import encode_array, to_numpy
+
+    nodes = program["nodes"]
+    last = max((i for i, node in enumerate(nodes) if node["op"] == "module"), default=-1)
+    if last < 0:
+        return program
+    seed_reference(torch, int(program.get("seed", 0)))
+    values: dict[str, Any] = {}
+    for node in nodes[:last + 1]:
+        try:
+            result = run_node(torch, node, values, Hooks())
+        except Exception:  # the replay raises here as well: nothing after it is built
+            return program
+        bind_result(torch, node["id"], result, values)
+        if node["op"] == "module":
+            state = cast("CallNode", node).setdefault("state", {})
+            for name, tensor in module_tensors(result).items():
+                if name not in state:
+                    state[name] = encode_array(to_numpy(torch, tensor)[1])
+    return program

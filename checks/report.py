@@ -89,7 +89,7 @@ def _finite(value: Any) -> Any:
 
 def to_json(result: CheckResult, candidate_description: str) -> Report:
     findings = [_finite(f.to_json()) for f in result.findings]
-    return {
+    report: Report = {
         "report_version": REPORT_VERSION,
         "reference": result.reference,
         "candidate": candidate_description,
@@ -105,6 +105,9 @@ def to_json(result: CheckResult, candidate_description: str) -> Report:
                          "covered": [[op, dtype] for op, dtype in e.covered]}
                         for e in result.exploration],
     }
+    if not result.capabilities.full:  # a report of full PyTorch stays as it was
+        report["capabilities"] = result.capabilities.to_json()
+    return report
 
 
 def candidate_line(candidate: str, packages: Mapping[str, str] | None = None) -> str:

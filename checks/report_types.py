@@ -187,6 +187,17 @@ class Cause(TypedDict):
     members: list[CauseMember]
 
 
+Precision: TypeAlias = Literal["float16", "bfloat16", "float32", "float64"]
+
+
+class CapabilitiesEntry(TypedDict):
+    """What the candidate can do (checks/capabilities.py): whether gradients were compared,
+    the precision whose tolerances were allowed, and who declared each."""
+    gradients: bool
+    precision: Precision | None
+    declared_by: dict[Literal["gradients", "precision"], Literal["prelude", "command line"]]
+
+
 class Report(TypedDict):
     """The whole report (``checks.report.to_json``)."""
     report_version: int
@@ -207,3 +218,4 @@ class Report(TypedDict):
     known_fixed: NotRequired[list[KnownMark]]
     # with ``--baseline REPORT``: its findings this run did not draw, replayed here
     rechecked: NotRequired[list[Rechecked]]
+    capabilities: NotRequired[CapabilitiesEntry]  # absent: full PyTorch, nothing declared

@@ -13,18 +13,22 @@ and its control run (``--control``: the reference on both sides) agrees with exi
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import keyword
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
 import textwrap
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import warm as warm_interpreters
 from .candidate import CandidateConfig
 from .codegen import statements, tensor_expr
 from .compare import tolerance
@@ -317,19 +321,36 @@ def candidate_env(config: CandidateConfig) -> dict[str, str]:
 
 
 def run_script(script: str, python: str = sys.executable, timeout: float = 600.0,
-               args: list[str] | None = None, env: dict[str, str] | None = None
-               ) -> tuple[int, str]:
+               args: list[str] | None = None, env: dict[str, str] | None = None,
+               warm: bool = False) -> tuple[int, str]:
     """Run a script in a fresh interpreter in an empty folder; its exit status and output
-    (stdout, then stderr)."""
+    (stdout, then stderr). It runs in a session of its own, killed whole when it times out
+    or this process is stopped: the candidate side a repro starts goes with it. ``warm``:
+    a script that needs PyTorch alone runs in a fork of a warm interpreter started with the
+    same ``env`` instead (:mod:`checks.warm`), unless ``ALIGNBOT_FRESH_ORACLES`` asks for
+    fresh ones."""
     with tempfile.TemporaryDirectory(prefix="alignbot-repro-") as tmp:
         path = Path(tmp) / "repro.py"
         path.write_text(script)
-        try:
-            proc = subprocess.run([python, str(path), *(args or [])], capture_output=True,
-                                  text=True, timeout=timeout, cwd=tmp, env=env)
-        except subprocess.TimeoutExpired:
-            return -1, f"the repro did not finish within {timeout:g} s"
-    return proc.returncode, (proc.stdout[-3000:] + proc.stderr[-3000:])
+        if warm and not warm_interpreters.fresh_only():
+            interpreter = warm_interpreters.shared(python, env)
+            return interpreter.run(path, list(args or []), timeout)
+        with subprocess.Popen([python, str(path), *(args or [])], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=tmp, env=env,
+                              start_new_session=True) as proc:
+            try:
+                stdout, stderr = proc.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                return -1, f"the repro did not finish within {timeout:g} s"
+            finally:  # also what the script left running, and when this process is stopped
+                _kill_session(proc)
+    return proc.returncode, (stdout[-3000:] + stderr[-3000:])
+
+
+def _kill_session(proc: subprocess.Popen[str]) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
 
 
 def status_line(output: str) -> dict[str, Any] | None:
@@ -350,7 +371,13 @@ def verify(script: str, finding: Finding, config: CandidateConfig, timeout: floa
     finding's op, and its control run agrees."""
     args = ["--python", config.python] if "--candidate-side" in script else []
     env = candidate_env(config)
-    code, output = run_script(script, timeout=timeout, args=args, env=env)
+    with ThreadPoolExecutor(1) as pool:
+        # The control run needs the reference alone: a warm fork, while the candidate's
+        # run, the one a user sees, gets its fresh interpreter.
+        control_run = pool.submit(run_script, script, timeout=timeout,
+                                  args=[*args, "--control"], env=env, warm=True)
+        code, output = run_script(script, timeout=timeout, args=args, env=env)
+        control_code, control = control_run.result()
     status = status_line(output)
     expected = {"status": "mismatch", "kind": finding.kind.value, "op": finding.op}
     if status is None:
@@ -359,8 +386,6 @@ def verify(script: str, finding: Finding, config: CandidateConfig, timeout: floa
         note = (f"the repro reported {json.dumps(status)} with exit status {code}; "
                 f"expected {json.dumps(expected)} with exit status 1")
     else:
-        control_code, control = run_script(script, timeout=timeout, args=[*args, "--control"],
-                                           env=env)
         control_status = status_line(control)
         if control_code == 0 and control_status is not None \
                 and control_status.get("status") == "agree":
@@ -419,7 +444,7 @@ def reference_only(program: Program, finding: Finding, mode: str, claim: str, rt
     script, that run's exit status and output."""
     script = render_reference_only(program, finding, mode, claim, rtol, atol, dtype,
                                    declared_invalid)
-    code, output = run_script(script, timeout=timeout)
+    code, output = run_script(script, timeout=timeout, warm=True)
     status = status_line(output)
     if status is not None:
         measured = f"exit status {code}: {status.get('result')}"

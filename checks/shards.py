@@ -26,7 +26,8 @@ T = TypeVar("T")
 SHARD = re.compile(r"([0-9]{1,4})/([0-9]{1,4})")
 # Every key a report has, so that merging never drops one it does not know.
 REPORT_KEYS = frozenset(Report.__annotations__)
-SAME = ("report_version", "reference", "candidate", "candidate_packages", "seed")
+SAME = ("report_version", "reference", "candidate", "candidate_packages", "seed",
+        "capabilities")
 
 
 class ShardError(ValueError):
@@ -79,7 +80,7 @@ def merge(reports: Sequence[Report]) -> Report:
         raise ShardError(f"a finding is not one alignbot wrote ({type(exc).__name__}: "
                          f"{exc})") from exc
     findings = sorted(merged.values(), key=_report_order)
-    return {
+    joined: Report = {
         "report_version": first["report_version"],
         "reference": first["reference"],
         "candidate": first["candidate"],
@@ -94,6 +95,9 @@ def merge(reports: Sequence[Report]) -> Report:
         "exploration": sorted((spec for report in reports for spec in report["exploration"]),
                               key=lambda spec: spec["spec"]),
     }
+    if "capabilities" in first:
+        joined["capabilities"] = first["capabilities"]
+    return joined
 
 
 def _add(merged: dict[str, FindingEntry], entry: FindingEntry) -> None:

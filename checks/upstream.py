@@ -208,7 +208,7 @@ def gradcheck_repro(program: Program, finding: Finding, timeout: float = 120.0
     script = gradcheck_script(program, finding)
     if script is None:
         return None
-    code, output = run_script(script, timeout=timeout)
+    code, output = run_script(script, timeout=timeout, warm=True)
     return script, code, output
 
 

@@ -5,6 +5,7 @@ known divergences. The base has two long-broken ops: mish (pre-existing) and sof
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
@@ -48,6 +49,8 @@ PUSHES = {
     # fixes the known one
     "fix": LONG_BROKEN.replace("x / (1 + x.abs()) * 1.001", "x / (1 + x.abs())"),
 }
+# the broken code pushed twice more, as new commits that change only a note
+PUSHES["again"] = PUSHES["third"] = PUSHES["break"]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +58,8 @@ def pushes(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Each push's check run and comment, in order, and the baselines table's rows."""
     folder = tmp_path_factory.mktemp("baseline")
     with GitHubServer() as github:
-        heads = {name: {**BASE, "fastops.py": code.encode()} for name, code in PUSHES.items()}
+        heads = {name: {**BASE, "fastops.py": code.encode(), "NOTES.md": name.encode()}
+                 for name, code in PUSHES.items()}
         shas = {"touch": open_pull(github, BASE, heads["touch"])}
         service = Service(github, folder, ALIGNBOT_BASELINE="true")
         service.start()
@@ -110,6 +114,19 @@ def test_a_push_fixing_a_known_divergence_asks_to_remove_its_entry(pushes: Any) 
     assert run.conclusion == "success", run.output
     assert "fixed" in run.output["title"] and "known" not in run.output["title"]
     assert "Fixed — remove it from `.github/alignbot-known.yml`:** line 2" in body, body
+
+
+def test_three_pushes_of_the_same_code_give_the_same_findings(pushes: Any) -> None:
+    runs = [pushes[0][name] for name in ("break", "again", "third")]
+    assert len({run.head_sha for run, _ in runs}) == 3  # three commits
+    assert {(run.conclusion, run.output["title"]) for run, _ in runs} == {
+        (runs[0][0].conclusion, runs[0][0].output["title"])}
+    import pathlib
+    for name, (_, body) in zip(("break", "again", "third"), runs, strict=True):
+        pathlib.Path(f"/tmp/body-{name}.md").write_text(body)
+    printed = [sorted(set(re.findall(r"(?<![0-9a-f])[0-9a-f]{12}(?![0-9a-f])", body)))
+               for _, body in runs]
+    assert printed[0] and printed[0] == printed[1] == printed[2]
 
 
 def _finding(fingerprint: str, op: str, **extra: Any) -> dict[str, Any]:

@@ -292,6 +292,25 @@ def test_bugs_in_one_dtype_only_are_found_with_verified_repros(tmp_path: Path) -
     assert any("j)" in finding["repro"] for finding in by_op["torch.mul"])
 
 
+def test_a_module_simplified_to_its_random_defaults_gets_them_written(tmp_path: Path) -> None:
+    """Simplifying drops ``bias=False``: the bias the module then makes is written out, so
+    that two runs of the repro (and its control run) see the same values."""
+    report = _check(tmp_path, (FIXTURES / "module_bug_prelude.py").read_text(),
+                    "module_bug_specs.py", "*", "--jobs", "1", "--shrink-seconds", "5")
+    (finding,) = report["findings"]
+    assert "bias=False" not in finding["repro"] and ".bias.copy_(" in finding["repro"]
+    # the engine ran it and its control run (which agreed); two runs here print the same
+    assert finding["repro_verified"], finding.get("repro_verify_note")
+    runs = [_run(finding["repro"], tmp_path / name) for name in ("first", "again")]
+    assert runs[0][:2] == (1, {"status": "mismatch", "kind": finding["kind"],
+                               "op": finding["op"]}), runs[0][2]
+    assert runs[0][2] == runs[1][2] and "reference:" in runs[0][2]
+    (tmp_path / "lint").mkdir()
+    (tmp_path / "lint" / "repro.py").write_text(finding["repro"])
+    assert_clean(tmp_path / "lint")
+    assert_readable(finding["repro"])
+
+
 def test_long_lines_fold_inside_brackets_and_never_inside_strings_or_comments() -> None:
     line = ("y = torch.tensor([(1.5+2.0j), complex(-2.0, 0.0), (0.25-1.0j)], "
             "dtype=torch.complex128, requires_grad=True)  # a, b, c")

@@ -39,7 +39,7 @@ def _load_callable(spec: str) -> Any:
     return obj
 
 
-def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
+def _start(message: dict[str, Any]) -> tuple[Any, Hooks, dict[str, Any]]:
     for entry in reversed(message.get("sys_path") or []):
         sys.path.insert(0, entry)  # the candidate's own folder, as for `python -c` run there
     # The prelude runs as a real module: code that imports the module of a function by its
@@ -60,7 +60,22 @@ def _start(message: dict[str, Any]) -> tuple[Any, Hooks]:
         program=namespace.get("alignbot_program"),
         wrap_also=_wrap_also(namespace.get("alignbot_wrap_also")),
     )
-    return namespace["torch"], hooks
+    # what it declares it cannot do (checks/capabilities.py judges the values)
+    declared = {"capabilities": _plain(namespace.get("alignbot_capabilities")),
+                "precision": _plain(namespace.get("alignbot_precision"))}
+    return namespace["torch"], hooks, declared
+
+
+def _plain(value: Any) -> Any:
+    """``value`` if it is plain data the wire carries as it is, else its repr, bounded."""
+    plain = (str, bool, int, float, type(None))
+    if isinstance(value, plain) and not (isinstance(value, str) and len(value) > 200):
+        return value
+    if isinstance(value, dict) and len(value) <= 16 and all(
+            isinstance(k, str) and len(k) <= 100 and isinstance(v, plain) and
+            not isinstance(v, str) for k, v in value.items()):
+        return dict(value)
+    return repr(value)[:200]
 
 
 def _wrap_also(value: Any) -> Any:
@@ -191,14 +206,15 @@ def main() -> int:
             return 0
         if cmd == "start":
             try:
-                torch, hooks = _start(message)
+                torch, hooks, declared = _start(message)
             except BaseException as exc:  # the prelude is user code: report anything
                 write_message(out, {"ok": False, "error": f"{type(exc).__name__}: {exc}",
                                     "traceback": traceback.format_exc(limit=6)})
                 continue
             write_message(out, {"ok": True, "version": str(getattr(torch, "__version__", "?")),
                                 "module": getattr(torch, "__name__", "?"),
-                                "packages": package_versions(str(message["prelude"]))})
+                                "packages": package_versions(str(message["prelude"])),
+                                "declared": declared})
         elif cmd == "run":
             mark(-1)
             observations = replay_program(torch, message["program"], hooks, progress=mark)

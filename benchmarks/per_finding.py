@@ -1,0 +1,112 @@
+"""Seconds per finding: minimization, repro verification and triage of each finding, timed one
+finding at a time, with the oracles that need PyTorch alone in warm forks (the default) and in
+fresh interpreters (``--cold``, the old path); ``--compare`` runs both on the same findings in
+one run and says whether findings, verdicts and repro texts are identical.
+
+    .venv/bin/python benchmarks/per_finding.py --compare                 # a planted candidate
+    .venv/bin/python benchmarks/per_finding.py --compare --candidate torchax \\
+        --python .venv-torchax/bin/python --ops elementwise.cos,pooling.avg_pool2d --n 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from checks import presets  # noqa: E402
+from checks.candidate import CandidateProcess  # noqa: E402
+from checks.engine import check  # noqa: E402
+from checks.findings import Finding  # noqa: E402
+from checks.minimize import MinimizeOptions, minimize_all  # noqa: E402
+from checks.spec import Spec, SpecSource  # noqa: E402
+
+PLANTED = ROOT / "tests" / "fixtures"
+
+
+def _specs(args: argparse.Namespace) -> list[Spec]:
+    if args.candidate is None:  # the planted candidate and its specs
+        source = SpecSource(library=False, files=(PLANTED / "planted_specs.py",
+                                                  PLANTED / "module_bug_specs.py"))
+    else:
+        source = SpecSource(library=True)
+    patterns = [p for p in args.ops.split(",") if p]
+    return [spec for spec in source.load() if not patterns or spec.matches(patterns)]
+
+
+def timed(findings: list[Finding], specs: list[Spec], candidate: CandidateProcess,
+          cold: bool, args: argparse.Namespace) -> tuple[list[float], list[Finding]]:
+    """Each finding minimized on its own (a copy): its seconds, and the results."""
+    os.environ["ALIGNBOT_FRESH_ORACLES"] = "1" if cold else "0"
+    seconds, done = [], []
+    for finding in findings:
+        mine = copy.deepcopy(finding)
+        start = time.perf_counter()
+        minimize_all([mine], specs, candidate, candidate.config,
+                     MinimizeOptions(max_calls=args.shrink_calls, max_seconds=1e9),
+                     timings=False)
+        seconds.append(time.perf_counter() - start)
+        done.append(mine)
+    return seconds, done
+
+
+def summary(label: str, seconds: list[float], findings: list[Finding]) -> list[Any]:
+    print(f"{label}: {len(seconds)} findings, median {statistics.median(seconds):.1f} s, "
+          f"mean {statistics.mean(seconds):.1f} s per finding (total {sum(seconds):.0f} s)")
+    rows = [(f.fingerprint, f.op, f.extra.get("verdict"), f.extra.get("repro_verified"))
+            for f in findings]
+    for row, took in zip(rows, seconds, strict=True):
+        print(f"  {row[0]}  {row[1]:<40} {row[2]!s:<18} verified={row[3]}  {took:.1f} s")
+    return [(*row, f.extra.get("repro")) for row, f in zip(rows, findings, strict=True)]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--candidate", help="a preset (default: the planted candidate)")
+    parser.add_argument("--python", default=sys.executable, help="the candidate's interpreter")
+    parser.add_argument("--ops", default="softplus_scaled,tanh_backward,linear_no_bias",
+                        help="specs, as check --ops (default: three planted ones)")
+    parser.add_argument("--n", type=int, default=2, help="draws per spec")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--shrink-calls", type=int, default=100)
+    how = parser.add_mutually_exclusive_group()
+    how.add_argument("--cold", action="store_true", help="fresh interpreters only")
+    how.add_argument("--compare", action="store_true", help="warm, then cold, on the same "
+                     "findings")
+    args = parser.parse_args()
+    if args.candidate is None:
+        config = presets.candidate(None, (PLANTED / "planted_prelude.py").read_text() +
+                                   (PLANTED / "module_bug_prelude.py").read_text(),
+                                   python=args.python)
+    else:
+        config = presets.candidate(args.candidate, None, python=args.python)
+    specs = _specs(args)
+    with CandidateProcess(config) as candidate:
+        findings = check(specs, candidate, seed=args.seed, n=args.n).findings
+        print(f"{config.name}: {len(specs)} specs, {len(findings)} findings to minimize")
+        if not findings:
+            return 0
+        modes = [False, True] if args.compare else [args.cold]
+        results = []
+        for cold in modes:
+            seconds, done = timed(findings, specs, candidate, cold, args)
+            results.append(summary("cold (fresh interpreters)" if cold else
+                                   "warm (forked oracles)", seconds, done))
+    if args.compare:
+        same = results[0] == results[1]
+        print(f"warm and cold: {'identical' if same else 'DIFFERENT'} findings, verdicts "
+              "and repro texts")
+        return 0 if same else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
