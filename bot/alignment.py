@@ -383,8 +383,12 @@ def _check_args(config: RepoConfig, specs: list[str], root: Path, head_sha: str,
         args += ["--rtol", repr(config.tolerances.rtol), "--atol", repr(config.tolerances.atol)]
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if p.is_file())
     spec_files = config.spec_files(files)
+    if not config.opinfo:
+        args.append("--no-opinfo")
     if spec_files:
         args.append("--library")
+        if config.opinfo:
+            args.append("--opinfo")
         for path in spec_files:
             args += ["--spec-file", path]
     return args

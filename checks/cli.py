@@ -84,13 +84,18 @@ def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ops", metavar="GLOB,…", default="",
                         help="only specs whose name or ops match one of these globs")
     parser.add_argument("--spec-file", metavar="PATH", action="append", default=[], type=Path,
-                        help="extra spec file (repeatable); with it the built-in library is "
-                             "used only when --library is given")
+                        help="extra spec file (repeatable); with it the built-in library and "
+                             "the OpInfo specs are used only when --library or --opinfo is given")
     parser.add_argument("--library", action="store_true",
                         help="include the built-in specs too")
-    parser.add_argument("--opinfo", action="store_true",
-                        help="specs from PyTorch's OpInfo database (opinfo.<op>); with it the "
-                             "built-in library is used only when --library is given")
+    opinfo = parser.add_mutually_exclusive_group()
+    opinfo.add_argument("--opinfo", action="store_true",
+                        help="the specs from PyTorch's OpInfo and ModuleInfo databases "
+                             "(opinfo.<op>, moduleinfo.nn.<Module>; by default they run next to "
+                             "the built-in library); with it the built-in library is used only "
+                             "when --library is given")
+    opinfo.add_argument("--no-opinfo", action="store_true",
+                        help="leave the OpInfo and ModuleInfo specs out")
 
 
 def add_commands(commands: Commands) -> None:
@@ -123,8 +128,9 @@ def add_commands(commands: Commands) -> None:
                      help="report findings as drawn: no shrinking, repro scripts or triage")
     chk.add_argument("--shrink-calls", type=int, default=300, metavar="N",
                      help="oracle calls allowed per finding for shrinking (default 300)")
-    chk.add_argument("--shrink-seconds", type=float, default=20.0, metavar="S",
-                     help="seconds allowed per finding for shrinking (default 20)")
+    chk.add_argument("--shrink-seconds", type=float, default=120.0, metavar="S",
+                     help="safety net: seconds allowed per finding for shrinking (default "
+                          "120); a finding it stops says so")
     chk.add_argument("--third", metavar="CODE", action="append", default=[],
                      help="prelude of a third framework used as a triage oracle (repeatable)")
     chk.add_argument("--third-python", metavar="PATH", help="interpreter for --third")
@@ -180,13 +186,43 @@ def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
     return config, args.prelude if args.prelude is not None else args.candidate
 
 
+def _patterns(args: argparse.Namespace) -> list[str]:
+    return [p.strip() for p in args.ops.split(",") if p.strip()]
+
+
 def _source(args: argparse.Namespace) -> SpecSource:
-    return SpecSource(library=args.library or not (args.spec_file or args.opinfo),
-                      files=tuple(args.spec_file), opinfo=args.opinfo)
+    """The specs a command's flags select. With no source named, the built-in library and
+    the OpInfo specs (unless ``--no-opinfo``); once ``--spec-file`` or ``--opinfo`` names one,
+    exactly the sources named. The OpInfo database is not even imported when no ``--ops``
+    glob can match an OpInfo spec (``activations.softplus`` names a library spec)."""
+    named = bool(args.spec_file or args.opinfo)
+    opinfo = args.opinfo or not (named or args.no_opinfo)
+    return SpecSource(library=args.library or not named, files=tuple(args.spec_file),
+                      opinfo=opinfo and could_match_opinfo(_patterns(args)))
+
+
+OPINFO_PREFIXES = ("opinfo.", "moduleinfo.", "torch.")  # what a dotted OpInfo name starts with
+
+
+def could_match_opinfo(patterns: Sequence[str]) -> bool:
+    """Whether ``--ops`` globs may select an OpInfo spec. An OpInfo spec is matched by its
+    name (``opinfo.…``, ``moduleinfo.…``), its op (``torch.…``) and their last, dotless
+    parts; a glob with a literal dot matches only dotted names, so its text before the first
+    wildcard must agree with one of those prefixes (``steal.*`` and ``activations.softplus``
+    name library or file specs)."""
+    def could(pattern: str) -> bool:
+        if "[" in pattern or "." not in pattern:
+            return True
+        literal = re.split(r"[*?]", pattern, maxsplit=1)[0]
+        if "." not in literal and "*" in pattern[:pattern.index(".")]:
+            return True
+        return any(p.startswith(literal) or literal.startswith(p) for p in OPINFO_PREFIXES)
+
+    return not patterns or any(could(p) for p in patterns)
 
 
 def _specs(args: argparse.Namespace) -> list[Spec]:
-    patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
+    patterns = _patterns(args)
     try:
         specs = _source(args).load()
     except SpecFileError as exc:
@@ -386,7 +422,7 @@ def cmd_specs(args: argparse.Namespace) -> int:
         print(json.dumps([entry.to_json() for entry in entries], indent=2))
     else:
         print(catalog.render(entries), end="")
-        if args.opinfo:
+        if _source(args).opinfo:
             from .opinfo.modules import coverage
             from .opinfo.specs import catalog as opinfo_catalog
             from .opinfo.specs import render_not_carried

@@ -46,7 +46,7 @@ class Shrinking:
     """How the workers minimize findings: the options of ``alignbot check``."""
 
     max_calls: int = 300
-    max_seconds: float = 20.0
+    max_seconds: float = 120.0
     tracker: str = "pytorch/pytorch"
     thirds: tuple[str, ...] = ()  # preludes of third frameworks used as triage oracles
     third_python: str = sys.executable

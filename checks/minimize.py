@@ -24,7 +24,7 @@ from .upstream import DEFAULT_TRACKER, Alone, draft, reference_alone
 @dataclass
 class MinimizeOptions:
     max_calls: int = 300
-    max_seconds: float = 20.0
+    max_seconds: float = 120.0  # a safety net: the calls bound shrinking (checks/oracle.py)
     tracker: str = DEFAULT_TRACKER
     thirds: list[CandidateProcess] = field(default_factory=list)
     versions: str | None = None  # collect_env output; None runs it when a draft needs it

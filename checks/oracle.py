@@ -36,17 +36,26 @@ class BudgetSpent(Exception):
 
 @dataclass
 class Budget:
+    """Oracle calls bound a finding's shrinking, so that it does not depend on the machine's
+    speed; the seconds are a safety net (a candidate whose every call waits out the timeout),
+    and ``stopped`` says when the net, not the calls, ended it."""
+
     max_calls: int = 300
-    max_seconds: float = 20.0
+    max_seconds: float = 120.0
     calls: int = 0
     started: float = field(default_factory=time.perf_counter)
+    stopped: str | None = None  # "calls" or "seconds": what ended the shrinking early
 
     @property
     def seconds(self) -> float:
         return time.perf_counter() - self.started
 
     def spend(self) -> None:
-        if self.calls >= self.max_calls or self.seconds >= self.max_seconds:
+        if self.calls >= self.max_calls:
+            self.stopped = self.stopped or "calls"
+            raise BudgetSpent
+        if self.seconds >= self.max_seconds:
+            self.stopped = self.stopped or "seconds"
             raise BudgetSpent
         self.calls += 1
 
@@ -76,7 +85,13 @@ class Oracle:
 
 
 def stats(budget: Budget) -> Shrink:
-    return {"calls": budget.calls, "seconds": round(budget.seconds, 3)}
+    shrink: Shrink = {"calls": budget.calls, "seconds": round(budget.seconds, 3)}
+    if budget.stopped == "seconds":  # the safety net bit: this shrink depends on speed
+        shrink["seconds_limit"] = (
+            f"stopped by the {budget.max_seconds:g} s limit after {budget.calls} oracle calls, "
+            f"before the {budget.max_calls}-call limit: on a faster or less loaded machine it "
+            "may shrink further (--shrink-seconds)")
+    return shrink
 
 
 FD_EPS = 1e-6  # torch.autograd.gradcheck's central-difference step

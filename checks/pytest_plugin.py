@@ -50,8 +50,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="per-program limit before the candidate counts as hung")
     group.addoption("--alignbot-no-minimize", action="store_true",
                     help="report findings as drawn: no shrinking or repro scripts")
+    group.addoption("--alignbot-no-opinfo", action="store_true",
+                    help="leave out the tests of PyTorch's OpInfo and ModuleInfo specs")
     parser.addini("alignbot_spec_files", type="args", default=DEFAULT_PATTERNS,
                   help="glob patterns of spec files (default: align_*.py)")
+    parser.addini("alignbot_opinfo", type="bool", default=True,
+                  help="also run PyTorch's OpInfo and ModuleInfo specs as tests when pytest "
+                       "collects folders (default: true)")
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -105,6 +110,43 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     if any(fnmatch.fnmatch(file_path.name, pattern) for pattern in patterns):
         return SpecFile.from_parent(parent, path=file_path)
     return None
+
+
+def opinfo_wanted(config: pytest.Config) -> bool:
+    """Whether this session adds the OpInfo specs: the plugin is on, neither the option nor
+    the ini key leaves them out, and pytest was given folders (or nothing) to collect, not
+    files or test ids, which select exactly what they name."""
+    if not _enabled(config) or config.getoption("alignbot_no_opinfo") \
+            or not config.getini("alignbot_opinfo"):
+        return False
+    given = [Path(config.invocation_params.dir, arg) for arg in config.args]
+    return all("::" not in str(path) and path.is_dir() for path in given)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    if opinfo_wanted(config):
+        items.extend(OpInfoSpecs.from_parent(session, path=config.rootpath / OPINFO).collect())
+
+
+OPINFO = "alignbot-opinfo"  # the OpInfo tests' node ids start with this name
+
+
+class OpInfoSpecs(pytest.File):
+    """The specs of PyTorch's OpInfo and ModuleInfo databases (``opinfo.<op>``,
+    ``moduleinfo.nn.<Module>``), one test each, under a file name no file has."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from .opinfo import OpInfoChanged, opinfo_specs
+
+        try:
+            specs = opinfo_specs()
+        except OpInfoChanged as exc:
+            raise pytest.UsageError(f"alignbot: the OpInfo specs: {exc} "
+                                    "(--alignbot-no-opinfo leaves them out)") from exc
+        for spec in specs:
+            yield SpecItem.from_parent(self, name=spec.name, spec=spec)
 
 
 class SpecFile(pytest.File):

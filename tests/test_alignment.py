@@ -25,9 +25,11 @@ from bot.alignment import (
     SUPERSEDED,
     TOO_LARGE,
     AlignmentJob,
+    _check_args,
     on_check_run_rerequested,
     on_pull_request,
 )
+from bot.config import load_config
 from bot.demo import NUMBER, OWNER, REPO, _files, _sha, deliver, wait_for
 from bot.engine_report import empty_report
 from bot.github import ApiOptions, GitHubApp, RateLimited
@@ -370,3 +372,22 @@ def test_a_worker_that_lost_its_job_posts_nothing_and_the_new_holder_posts_once(
     record = queue.get(job_id)
     assert record is not None and record.state is JobState.DONE and record.attempts == 2
     assert record.worker == "other/once" and calls == ["sandbox", "sandbox"]
+
+
+@pytest.mark.parametrize(("yml", "files", "expected"), [
+    ("", [], []),  # the OpInfo specs the globs match run by default
+    ("opinfo: false\n", [], ["--no-opinfo"]),
+    ('specs: ["align/*.py"]\n', ["align/a.py"], ["--library", "--opinfo", "--spec-file",
+                                                 "align/a.py"]),
+    ('opinfo: false\nspecs: ["align/*.py"]\n', ["align/a.py"],
+     ["--no-opinfo", "--library", "--spec-file", "align/a.py"]),
+])
+def test_the_engine_runs_the_opinfo_specs_unless_the_config_says_no(
+        tmp_path: Path, yml: str, files: list[str], expected: list[str]) -> None:
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    config = load_config("candidate:\n  preset: torch\n" + yml)
+    args = _check_args(config, ["softplus*"], tmp_path, "0" * 40)
+    assert args[:6] == ["--ops", "softplus*", "--seed", "0", "--n", "20"]
+    assert args[6:] == expected

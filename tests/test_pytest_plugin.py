@@ -27,12 +27,14 @@ def repository(tmp_path: Path, fastops: Path) -> Path:
     return repo
 
 
-def run_pytest(repo: Path, *args: str) -> tuple[int, str, dict[str, str | None]]:
-    """pytest's exit status, its output, and each test's failure text (None: passed)."""
+def run_pytest(repo: Path, *args: str, opinfo: bool = False
+               ) -> tuple[int, str, dict[str, str | None]]:
+    """pytest's exit status, its output, and each test's failure text (None: passed). The
+    OpInfo tests are left out unless ``opinfo``: these tests are about the spec files."""
     report = repo / "report.xml"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}",
-         "--alignbot-draws=4", *args],
+         "--alignbot-draws=4", *([] if opinfo else ["--alignbot-no-opinfo"]), *args],
         cwd=repo, capture_output=True, text=True, timeout=900)
     outcomes: dict[str, str | None] = {}
     if report.exists():
@@ -136,3 +138,19 @@ def test_a_candidate_that_does_not_start_fails_each_test_readably(tmp_path: Path
     assert code == 1, output
     assert all(text and "the candidate did not start" in text for text in outcomes.values())
     assert set(outcomes) == {"softplus", "mish"}
+
+
+def test_the_opinfo_specs_are_tests_too_unless_left_out(broken: Path) -> None:
+    # fastops' broken softplus fails PyTorch's own OpInfo spec of softplus as well
+    code, output, outcomes = run_pytest(broken, f"--alignbot-prelude={PRELUDE}",
+                                        "--alignbot-draws=3", "-k",
+                                        "nn.functional.softplus and not errors",
+                                        opinfo=True)
+    assert code == 1, output
+    assert outcomes.get("opinfo.nn.functional.softplus"), (outcomes, output[-3000:])
+    assert set(outcomes) == {"opinfo.nn.functional.softplus"}, outcomes
+    assert "repro (verified" in str(outcomes["opinfo.nn.functional.softplus"])
+    # a spec file named on the command line selects exactly its specs
+    code, output, outcomes = run_pytest(broken, f"--alignbot-prelude={PRELUDE}",
+                                        "align_fastops.py", "-k", "softplus", opinfo=True)
+    assert outcomes and not any(name.startswith("opinfo.") for name in outcomes), outcomes

@@ -253,13 +253,25 @@ def draws(dtypes: tuple[str, ...]) -> int:
 
 
 def sample_spec(entry: Entry, dtypes: tuple[str, ...]) -> Spec:
+    from . import variants
+
     dtype_choice = oneof(*dtypes)
+    variant_choice = oneof(*variants.VARIANTS)
 
     def fn(torch: Any) -> Any:
         dtype = str(resolve(dtype_choice))
         reference = entry.has_reference and bool(random_bool())
         planned = _pick(sample_pool(entry, dtype, int(random(0, SEEDS)), reference))
-        return None if planned is None else call(torch, entry, planned)
+        if planned is None:
+            return None
+        variant = str(resolve(variant_choice))
+        planned = variants.apply(planned, variant)
+        if variant == "non-contiguous" and (first := variants.first_tensor(planned)):
+            def make(value: TensorValue) -> Any:
+                return variants.laid_out(value) if value is first else literal_input(value)
+
+            return invoke(torch, entry, *arguments(planned, make))
+        return call(torch, entry, planned)
 
     return _spec(fn, f"opinfo.{entry.key}", entry, draws(dtypes), backward=entry.autograd,
                  tolerance=UNCOMPARED if random_values(entry) else None)
