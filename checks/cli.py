@@ -22,7 +22,7 @@ from .dsl import DslError
 from .engine import CheckResult, Interrupted, check
 from .findings import Finding
 from .minimize import MinimizeOptions, minimize_all
-from .opinfo import OpInfoChanged
+from .opinfo import OPINFO_DRAWS, OpInfoChanged
 from .presets import PRESETS, NoCandidate
 from .progress import Progress
 from .report_files import OutputError, check_output, summary, write_reports
@@ -96,6 +96,11 @@ def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
                              "when --library is given")
     opinfo.add_argument("--no-opinfo", action="store_true",
                         help="leave the OpInfo and ModuleInfo specs out")
+    parser.add_argument("--opinfo-draws", type=int, metavar="N",
+                        help=f"at most N draws per OpInfo spec (default: {OPINFO_DRAWS} in a "
+                             "run of every spec, which keeps it within minutes; each entry's "
+                             "own, room for every dtype and two more, once --ops selects; 0: "
+                             "each entry's own always); --n overrides both")
 
 
 def add_commands(commands: Commands) -> None:
@@ -197,8 +202,14 @@ def _source(args: argparse.Namespace) -> SpecSource:
     glob can match an OpInfo spec (``activations.softplus`` names a library spec)."""
     named = bool(args.spec_file or args.opinfo)
     opinfo = args.opinfo or not (named or args.no_opinfo)
+    draws = args.opinfo_draws
+    if draws is not None and draws < 0:
+        raise UsageError("--opinfo-draws must not be negative")
+    if draws is None:  # a run of every spec is bounded; a selection runs what it selects
+        draws = 0 if _patterns(args) else OPINFO_DRAWS
     return SpecSource(library=args.library or not named, files=tuple(args.spec_file),
-                      opinfo=opinfo and could_match_opinfo(_patterns(args)))
+                      opinfo=opinfo and could_match_opinfo(_patterns(args)),
+                      opinfo_draws=draws or None)
 
 
 OPINFO_PREFIXES = ("opinfo.", "moduleinfo.", "torch.")  # what a dotted OpInfo name starts with

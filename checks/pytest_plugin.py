@@ -138,10 +138,11 @@ class OpInfoSpecs(pytest.File):
     ``moduleinfo.nn.<Module>``), one test each, under a file name no file has."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from .opinfo import OpInfoChanged, opinfo_specs
+        from .opinfo import OPINFO_DRAWS, OpInfoChanged
+        from .spec import SpecSource
 
         try:
-            specs = opinfo_specs()
+            specs = SpecSource(library=False, opinfo=True, opinfo_draws=OPINFO_DRAWS).load()
         except OpInfoChanged as exc:
             raise pytest.UsageError(f"alignbot: the OpInfo specs: {exc} "
                                     "(--alignbot-no-opinfo leaves them out)") from exc

@@ -8,7 +8,7 @@ import importlib.util
 import pkgutil
 import sys
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -100,6 +100,7 @@ class SpecSource:
     library: bool = True
     files: tuple[Path, ...] = ()
     opinfo: bool = False  # PyTorch's OpInfo database (checks/opinfo)
+    opinfo_draws: int | None = None  # at most this many draws per OpInfo spec (None: its own)
 
     def load(self) -> list[Spec]:
         """The source's specs, by name."""
@@ -107,7 +108,10 @@ class SpecSource:
         if self.opinfo:
             from .opinfo import opinfo_specs
 
-            specs = sorted(specs + opinfo_specs(), key=lambda spec: spec.name)
+            cap = self.opinfo_draws
+            made = [s if cap is None or s.n <= cap else replace(s, n=cap)
+                    for s in opinfo_specs()]
+            specs = sorted(specs + made, key=lambda spec: spec.name)
         return specs
 
     def _dsl(self) -> list[Spec]:

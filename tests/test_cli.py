@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import signal
 import subprocess
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from checks.cli import _source, build_parser, main
+from checks.opinfo import OPINFO_DRAWS
 from checks.spec import SpecSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -85,7 +87,18 @@ def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -
 ])
 def test_which_sources_the_flags_select(flags: list[str], source: SpecSource) -> None:
     for command in ("check", "specs"):
-        assert _source(build_parser().parse_args([command, *flags])) == source
+        selected = _source(build_parser().parse_args([command, *flags]))
+        assert dataclasses.replace(selected, opinfo_draws=None) == source
+
+
+def test_the_opinfo_draws_are_bounded_by_default_and_the_bound_can_be_lifted() -> None:
+    def source(*flags: str) -> SpecSource:
+        return _source(build_parser().parse_args(["check", "--opinfo", *flags]))
+
+    assert source().opinfo_draws == OPINFO_DRAWS == 5  # a run of every spec
+    assert source("--ops", "sqrt").opinfo_draws is None  # a selection: each entry's own
+    assert source("--opinfo-draws", "8", "--ops", "sqrt").opinfo_draws == 8
+    assert source("--opinfo-draws", "0").opinfo_draws is None
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -15,7 +15,15 @@ from checks.cli import main
 from checks.engine import draw_programs
 from checks.opinfo import opinfo_specs
 from checks.opinfo.specs import Plan, TensorValue
-from checks.opinfo.variants import VARIANTS, apply, integer_valued, negated, related, zeros
+from checks.opinfo.variants import (
+    VARIANTS,
+    apply,
+    integer_valued,
+    negated,
+    related,
+    respelled,
+    zeros,
+)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -51,6 +59,15 @@ def test_related_puts_two_arguments_at_equal_just_above_and_just_below() -> None
     clamp = related(Plan(x, (low, high), {}), 0)  # tensors: the last two alike, max := min
     assert clamp.args[0] is low and clamp.args[1].array.tolist() == [0.0, 1.0]
     assert related(Plan(x, (), {}), 0) == Plan(x, (), {})  # nothing to relate: as sampled
+
+
+def test_respelled_uses_each_keywords_other_spelling() -> None:
+    x = _tensor([1.0])
+    assert respelled(Plan(x, (), {"dim": 0, "keepdim": True})).kwargs == {
+        "axis": 0, "keepdims": True}
+    assert respelled(Plan(x, (x,), {"right": True, "out_int32": False})).kwargs == {
+        "side": "right", "out_int32": False}
+    assert respelled(Plan(x, (x,), {"side": "left"})).kwargs == {"right": False}
 
 
 def test_a_spec_draws_every_variant_and_a_non_contiguous_view_is_a_traced_call() -> None:

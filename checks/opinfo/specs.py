@@ -125,6 +125,23 @@ def _tensor(torch: Any, tensor: Any) -> TensorValue:
     return TensorValue(array, name, grad)
 
 
+def accepted(entry: Entry, planned: Plan) -> bool:
+    """Whether the reference takes the planned call without raising (a respelled keyword)."""
+    import torch
+
+    def make(value: TensorValue) -> Any:
+        return torch.from_numpy(value.array.copy()).to(getattr(torch, value.dtype))
+
+    first, args, kwargs = arguments(planned, make)
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            invoke(torch, entry, first, args, kwargs)
+        except Exception:
+            return False
+    return True
+
+
 def observable(entry: Entry, planned: Plan) -> bool:
     """Whether the engine can observe the reference's result on the planned sample, made as
     the trace makes it (a sparse or complex32 result cannot be compared). A call that raises
@@ -265,7 +282,10 @@ def sample_spec(entry: Entry, dtypes: tuple[str, ...]) -> Spec:
         if planned is None:
             return None
         variant = str(resolve(variant_choice))
-        planned = variants.apply(planned, variant)
+        changed = variants.apply(planned, variant)
+        if variant == "respelled" and not accepted(entry, changed):
+            changed = planned  # a spelling the reference does not take for this op
+        planned = changed
         if variant == "non-contiguous" and (first := variants.first_tensor(planned)):
             def make(value: TensorValue) -> Any:
                 return variants.laid_out(value) if value is first else literal_input(value)

@@ -1,7 +1,7 @@
 """Variants of an OpInfo sample, so that one sample reaches what its values alone miss: its
 first tensor non-contiguous, negated (an op's negative domain), rounded to integer values or
-with exact zeros, and arguments in a relation (one equal to another, or just above or below
-it; an integer argument such as an index one off).
+with exact zeros, arguments in a relation (one equal to another, or just above or below it;
+an integer argument such as an index one off), and keywords in their other spelling.
 
 A draw picks the variant after the sample, through a ``oneof`` (the first alternative, the
 sample as it is, is the one a finding shrinks to); a variant that does not apply to the
@@ -20,7 +20,11 @@ from ..dsl import literal_tensor, random
 from .specs import Plan, TensorValue
 
 AS_SAMPLED = "as sampled"
-VARIANTS = (AS_SAMPLED, "non-contiguous", "negated", "integer-valued", "zeros", "related")
+VARIANTS = (AS_SAMPLED, "non-contiguous", "negated", "integer-valued", "zeros", "related",
+            "respelled")
+# Keyword spellings an op accepts for one argument: PyTorch's NumPy-style aliases, and
+# searchsorted's legacy ``right=`` for ``side=``.
+ALIASES = {"dim": "axis", "keepdim": "keepdims", "axis": "dim", "keepdims": "keepdim"}
 FLOATING = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128")
 SIGNED = (*FLOATING, "int8", "int16", "int32", "int64")
 
@@ -135,12 +139,28 @@ def related(planned: Plan, way: int) -> Plan:
     return _swap(planned, second, replace(second, array=array))
 
 
+def respelled(planned: Plan) -> Plan:
+    """Each keyword in its other spelling: ``dim=`` as ``axis=``, ``keepdim=`` as
+    ``keepdims=``, ``right=`` as ``side=`` and back (a spelling the reference rejects for
+    this op is not drawn: see :func:`checks.opinfo.specs.sample_spec`)."""
+    kwargs: dict[str, Any] = {}
+    for name, value in planned.kwargs.items():
+        if name == "right" and isinstance(value, bool):
+            kwargs["side"] = "right" if value else "left"
+        elif name == "side" and value in ("left", "right"):
+            kwargs["right"] = value == "right"
+        else:
+            kwargs[ALIASES.get(name, name)] = value
+    return Plan(planned.input, planned.args, kwargs)
+
+
 def apply(planned: Plan, variant: str) -> Plan:
     """The planned sample in a variant of its values (``non-contiguous`` is made when the
     sample is built: see :func:`maker`)."""
     if variant == "related":  # equal to (0), just above (1) or just below (2) another
         return related(planned, int(random(0, 3)))
-    change = {"negated": negated, "integer-valued": integer_valued, "zeros": zeros}.get(variant)
+    change = {"negated": negated, "integer-valued": integer_valued, "zeros": zeros,
+              "respelled": respelled}.get(variant)
     return planned if change is None else change(planned)
 
 
