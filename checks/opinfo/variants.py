@@ -122,8 +122,7 @@ def related(planned: Plan, way: int) -> Plan:
     first's, or a float32/float64 step above or below them."""
     places = _numbers(planned)
     if len(places) >= 2:
-        first, second = places[0], places[1]
-        return _set(planned, second, _near(_get(planned, first), way))
+        return _set(planned, places[1], _near(_get(planned, places[0]), way))
     if places:
         return _set(planned, places[0], _near(_get(planned, places[0]), 1 + way % 2))
     tensors = [v for v in (planned.input, *planned.args, *planned.kwargs.values())
@@ -132,11 +131,11 @@ def related(planned: Plan, way: int) -> Plan:
              if a is not b and a.dtype == b.dtype and a.array.shape == b.array.shape]
     if not pairs:
         return planned
-    first, second = pairs[-1]  # the last two alike: clamp's min and max
-    array = np.array(first.array, copy=True)
-    if way and first.dtype in ("float32", "float64"):
+    like, other = pairs[-1]  # the last two alike: clamp's min and max
+    array = np.array(like.array, copy=True)
+    if way and like.dtype in ("float32", "float64"):
         array = np.nextafter(array, np.inf if way == 1 else -np.inf).astype(array.dtype)
-    return _swap(planned, second, replace(second, array=array))
+    return _swap(planned, other, replace(other, array=array))
 
 
 def respelled(planned: Plan) -> Plan:
