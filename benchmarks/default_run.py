@@ -42,7 +42,7 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def timed_run(candidate: str, seed: int) -> tuple[float, float, dict[str, Any]]:
+def timed_run(candidate: str, seed: int, ops: str) -> tuple[float, float, dict[str, Any]]:
     """One default ``alignbot check``: its wall-clock seconds, the CPU seconds of all its
     processes (what a loaded machine does not inflate) and its JSON report."""
     with tempfile.TemporaryDirectory() as tmp:
@@ -51,7 +51,8 @@ def timed_run(candidate: str, seed: int) -> tuple[float, float, dict[str, Any]]:
         start = time.perf_counter()
         proc = subprocess.run([sys.executable, "-m", "checks.cli", "check", "--candidate",
                                candidate, "--seed", str(seed), "--no-progress", "--json",
-                               str(report)], capture_output=True, text=True)
+                               str(report), *(["--ops", ops] if ops else [])],
+                              capture_output=True, text=True)
         seconds = time.perf_counter() - start
         cpu = _children_cpu() - cpu
         if proc.returncode not in (0, 1):
@@ -109,10 +110,17 @@ def declared_dtypes() -> dict[str, set[str]]:
     return declared
 
 
-def coverage(seed: int) -> dict[str, Any]:
+def coverage(seed: int, ops: str) -> dict[str, Any]:
     """Draw every default spec's programs on the reference and count the cells."""
+    from checks.opinfo import OPINFO_DRAWS
+
     seen: set[tuple[str, str, tuple[str, str]]] = set()
-    for spec in SpecSource(library=True, opinfo=True).load():
+    patterns = [p for p in ops.split(",") if p]
+    source = SpecSource(library=True, opinfo=True,
+                        opinfo_draws=None if patterns else OPINFO_DRAWS)
+    for spec in source.load():
+        if patterns and not spec.matches(patterns):
+            continue
         def visit(program: dict[str, Any], ref: Any) -> None:
             seen.update(_cells_of(program))
 
@@ -142,16 +150,17 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path)
     parser.add_argument("--no-run", action="store_true", help="count the cells only")
+    parser.add_argument("--ops", default="", help="only these specs (to try the script out)")
     args = parser.parse_args()
     figures: dict[str, Any] = {}
     if not args.no_run:
-        seconds, cpu, report = timed_run(args.candidate, args.seed)
+        seconds, cpu, report = timed_run(args.candidate, args.seed, args.ops)
         figures.update(seconds=round(seconds, 1), cpu_seconds=round(cpu, 1),
                        specs=report["specs_run"], programs=report["programs_run"],
                        findings=len(report["findings"]))
         print(f"default run: {seconds:.1f} s ({cpu:.0f} CPU s), {report['specs_run']} specs, "
               f"{report['programs_run']} programs, {len(report['findings'])} findings")
-    figures.update(coverage(args.seed))
+    figures.update(coverage(args.seed, args.ops))
     print(f"cells: {figures['cells_exercised']} of {figures['cells_possible']} "
           f"({100 * figures['share']:.1f}%) over {figures['ops']} ops; by variant: "
           + ", ".join(f"{k} {v}" for k, v in figures["exercised_by_variant"].items()))
