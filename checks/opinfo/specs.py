@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from ..dsl import literal_tensor, oneof, random, random_bool, resolve
+from ..choice_points import Site
+from ..dsl import current, literal_tensor, oneof, random, random_bool, resolve
 from ..runtime.values import FLOAT8_DTYPES, differentiable, observe, to_numpy
 from ..spec import Spec
 from . import adapter
@@ -170,8 +171,12 @@ def observable(entry: Entry, planned: Plan) -> bool:
 
 
 @functools.lru_cache(maxsize=256)
-def sample_pool(entry: Entry, dtype: str, seed: int, reference: bool) -> tuple[Plan, ...]:
-    grad = entry.autograd and dtype in entry.grad_dtypes
+def sample_pool(entry: Entry, dtype: str, seed: int, reference: bool, grad: bool = True
+                ) -> tuple[Plan, ...]:
+    """The samples of a draw; ``grad`` False asks the generator for its samples without
+    gradients, some of which it gives only then (embedding's ``padding_idx`` and
+    ``max_norm``: their gradients differ from the numerical ones its own tests use)."""
+    grad = grad and entry.autograd and dtype in entry.grad_dtypes
     try:
         return _pool(entry, adapter.samples(entry, dtype, seed, reference, grad))
     except adapter.OpInfoChanged:
@@ -261,7 +266,14 @@ def invoke(torch: Any, entry: Entry, first: Any, args: list[Any], kwargs: dict[s
 
 
 def _pick(pool: tuple[Plan, ...]) -> Plan | None:
-    return pool[int(random(0, len(pool)))] if pool else None
+    """One sample of the pool, through a choice point: the first draws of a spec reach every
+    sample (a plain random index stays near the first few, whose keywords are the defaults)."""
+    if not pool:
+        return None
+    # one choice point per pool size (pools of one entry differ by dtype and by gradients):
+    # the explorer covers a point's alternatives only where their number stays the same
+    site = Site(__file__, 10_000 + len(pool), f"sample of {len(pool)}")
+    return pool[current().draw_alternative(site, [str(i) for i in range(len(pool))])]
 
 
 def draws(dtypes: tuple[str, ...]) -> int:
@@ -274,11 +286,13 @@ def sample_spec(entry: Entry, dtypes: tuple[str, ...]) -> Spec:
 
     dtype_choice = oneof(*dtypes)
     variant_choice = oneof(*variants.VARIANTS)
+    grad_choice = oneof(True, False)
 
     def fn(torch: Any) -> Any:
         dtype = str(resolve(dtype_choice))
         reference = entry.has_reference and bool(random_bool())
-        planned = _pick(sample_pool(entry, dtype, int(random(0, SEEDS)), reference))
+        grad = not (entry.autograd and dtype in entry.grad_dtypes) or bool(resolve(grad_choice))
+        planned = _pick(sample_pool(entry, dtype, int(random(0, SEEDS)), reference, grad))
         if planned is None:
             return None
         variant = str(resolve(variant_choice))

@@ -67,7 +67,12 @@ def negated(planned: Plan) -> Plan:
 
 
 def integer_valued(planned: Plan) -> Plan:
-    return _with_values(planned, FLOATING, np.round)
+    """Every floating tensor rounded (values that tie: searchsorted's boundaries and values)."""
+    for tensor in [v for v in (planned.input, *planned.args, *planned.kwargs.values())
+                   if isinstance(v, TensorValue) and v.dtype in FLOATING and v.array.size]:
+        rounded = np.round(tensor.array).astype(tensor.array.dtype)
+        planned = _swap(planned, tensor, replace(tensor, array=rounded))
+    return planned
 
 
 def _zeros(array: Any) -> Any:
