@@ -179,7 +179,8 @@ def test_programs_hold_the_samples_as_literal_inputs_and_one_call() -> None:
         assert len(views) <= 1
         assert call["target"] == "torch.softmax"
         dtypes.add(inputs[0]["dtype"])
-        assert program["backward"] is not None
+    # a draw may take the samples without gradients (checks/opinfo/specs.py: sample_pool)
+    assert any(program["backward"] is not None for program in programs)
     assert dtypes <= {"float32", "float64", "float16", "bfloat16"}
 
 
