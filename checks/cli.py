@@ -21,7 +21,7 @@ from .baseline import Baseline, BaselineError, recheck
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .capabilities import PRECISIONS, CapabilityError, of_candidate
 from .dsl import DslError
-from .engine import CheckResult, Interrupted, check
+from .engine import CheckResult, Interrupted, check, report_order
 from .findings import Finding
 from .known import KnownFile, KnownFileError, read_known, write_known
 from .minimize import MinimizeOptions, minimize_all
@@ -479,9 +479,7 @@ def _check_and_minimize(run: _Here | _InWorkers, minimize: bool,
             try:
                 run.minimize(todo)  # replaces and merges the findings of its list
             finally:  # also when stopped: the kept findings stay in the report, in order
-                order = {name: index for index, name in enumerate(result.specs_run)}
-                result.findings = sorted(kept + todo,
-                                         key=lambda f: order.get(f.spec, len(order)))
+                result.findings = sorted(kept + todo, key=report_order) if kept else todo
     except KeyboardInterrupt as exc:
         run.kill()
         if result is None:

@@ -199,9 +199,13 @@ class Merger:
     def collected(self) -> list[Finding]:
         """The report's order: root causes first, a finding seen only downstream of another
         after them."""
-        return sorted(self._merged.values(),
-                      key=lambda f: (bool(f.extra.get("downstream_of")), f.spec, f.op,
-                                     f.kind.value, f.signature, f.key))
+        return sorted(self._merged.values(), key=report_order)
+
+
+def report_order(finding: Finding) -> tuple[object, ...]:
+    """The report's order of findings: root causes first, then by spec, op, kind."""
+    return (bool(finding.extra.get("downstream_of")), finding.spec, finding.op,
+            finding.kind.value, finding.signature, finding.key)
 
 
 def run_spec(spec: Spec, candidate: CandidateProcess, seed: int, n: int | None,

@@ -179,7 +179,8 @@ def test_every_route_template_matches_its_own_example() -> None:
     for route in ROUTES:
         path = route.template.format(owner="o", repo="r", path="a/b.py", ref="main",
                                      installation_id=1, username="u", pull_number=2,
-                                     issue_number=3, comment_id=4, check_run_id=5)
+                                     issue_number=3, comment_id=4, check_run_id=5,
+                                     basehead="main...topic")
         metrics = Metrics()
         metrics.github_request(route.method, path, 200, {})
         assert value(samples(metrics.exposition().decode()), "alignbot_github_requests_total",
