@@ -73,6 +73,12 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
+def _interpreter(value: str) -> str:
+    """A path to an interpreter is the caller's: the worker starts in another folder. A bare
+    name (``python3``) is looked up on PATH as given."""
+    return os.path.abspath(value) if os.sep in value else value
+
+
 def _jobs(value: str) -> int:
     try:
         jobs = int(value)
@@ -105,7 +111,8 @@ def add_commands(commands: Commands) -> None:
                      help=f"built-in candidate: {', '.join(sorted(PRESETS))}")
     who.add_argument("--prelude", metavar="CODE",
                      help="Python source that binds `torch` in the candidate's worker")
-    chk.add_argument("--python", metavar="PATH", help="interpreter for the candidate's worker")
+    chk.add_argument("--python", metavar="PATH", type=_interpreter,
+                     help="interpreter for the candidate's worker")
     _add_spec_arguments(chk)
     chk.add_argument("--jobs", type=_jobs, default=default_jobs(), metavar="N",
                      help="check specs in N worker processes, each with its own candidate "

@@ -275,3 +275,14 @@ def test_a_report_without_minimizing_renders_as_markdown(tmp_path: Path) -> None
     text = markdown.read_text()
     assert "torch.nn.functional.softplus" in text and "not triaged" in text
     assert "Minimized repro" not in text
+
+
+def test_a_relative_interpreter_path_is_the_callers(tmp_path: Path, capsys: Any,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    here = Path(sys.executable)
+    monkeypatch.chdir(here.parent.parent)  # the venv: bin/python is relative to it
+    code = main(["check", "--candidate", "torch", "--python", f"bin{os.sep}{here.name}",
+                 "--spec-file", PLANTED,
+                 "--ops", "matmul_clean", "--n", "2", "--jobs", "1", "--no-progress",
+                 "--json", str(tmp_path / "r.json")])
+    assert code == 0, capsys.readouterr().err
