@@ -24,22 +24,36 @@ lint: $(STAMP)
 	$(BIN)/ruff check checks bot tests benchmarks examples
 	$(BIN)/mypy
 
-# bubblewrap for the sandbox (scripts/bubblewrap.sh installs Debian's package when needed).
-# Chromium for the status page's browser test (scripts/chromium.sh, the same way).
-# PostgreSQL for the queue tests: scripts/postgres.sh starts a throwaway server (installing
-# Debian's package when needed) and stops it when the tests end. The tests run in
-# TEST_WORKERS pytest-xdist processes (most of their time is spent waiting on subprocesses
-# and HTTP); loadgroup keeps the tests sharing a module-scoped fixture on one worker
-# (tests/conftest.py), and each worker gets its own PostgreSQL database.
+# Everything the tests need, built side by side by `make test` (`--jobs`): .venv with ruff
+# and mypy run, the candidates' interpreters, and Debian's packages (scripts/packages.sh:
+# bubblewrap for the sandbox, Chromium for the status page's browser test, PostgreSQL for the
+# queue tests, in one apt-get run when missing). scripts/postgres.sh starts a throwaway
+# PostgreSQL server and stops it when the tests end. The tests run in TEST_WORKERS
+# pytest-xdist processes; loadgroup keeps the tests sharing a module-scoped fixture on one
+# worker (tests/conftest.py), and each worker gets its own PostgreSQL database.
+# `make test-fast` is the lane to run while you work: everything but the tests marked `slow`
+# (each took 2 s or more, or shares a fixture that runs a whole check).
 TEST_WORKERS ?= 2
-test: lint $(PADDLE_VENV)/.installed $(TORCHAX_STAMP) $(OPENVINO_STAMP)
-	bash scripts/bubblewrap.sh
-	bash scripts/chromium.sh
-	bash -c 'source scripts/postgres.sh && \
+SETUP_JOBS ?= 4
+PYTEST = bash -c 'source scripts/postgres.sh && \
 	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python \
 	  ALIGNBOT_TORCHAX_PYTHON=$(abspath $(TORCHAX_VENV))/bin/python \
 	  ALIGNBOT_OPENVINO_PYTHON=$(abspath $(OPENVINO_VENV))/bin/python $(BIN)/pytest -q \
-	  --durations=25 --junitxml=.test-results.xml -n $(TEST_WORKERS) --dist loadgroup'
+	  -n $(TEST_WORKERS) --dist loadgroup '
+
+.PHONY: setup packages test-fast
+setup: lint candidates packages
+
+packages:
+	bash scripts/packages.sh
+
+test:
+	$(MAKE) --no-print-directory --jobs=$(SETUP_JOBS) --output-sync=target setup
+	$(PYTEST)'--durations=25 --junitxml=.test-results.xml'
+
+test-fast:
+	$(MAKE) --no-print-directory --jobs=$(SETUP_JOBS) --output-sync=target setup
+	$(PYTEST)'-m "not slow" --durations=10'
 
 demo: $(STAMP)
 	$(BIN)/alignbot demo

@@ -15,9 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from . import zygote as zygotes
 from .program import Program
 from .runtime.wire import WireError, read_message, write_message
 from .runtime.worker import MAX_PACKAGES, PACKAGE_NAME, PACKAGE_VERSION
+from .zygote import Forked, Spawned, Zygote
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 WORKER = Path(__file__).parent / "runtime" / "worker.py"
@@ -69,7 +71,9 @@ class _DeadlineReader:
 
 
 class CandidateProcess:
-    """A persistent worker; after a crash or hang it is killed and restarted on next use."""
+    """A persistent worker; after a crash or hang it is killed and restarted on next use,
+    forked from a zygote that imported torch already where the prelude allows it
+    (:mod:`checks.zygote`)."""
 
     def __init__(self, config: CandidateConfig) -> None:
         self.config = config
@@ -78,7 +82,9 @@ class CandidateProcess:
         # what the prelude declares it cannot do, as sent (checks/capabilities.py judges it)
         self.declared: dict[str, Any] = {}
         self.starts = 0
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._proc: Spawned | Forked | None = None
+        self._zygote: Zygote | None = None
+        self._warm = not zygotes.fresh_only() and zygotes.imports_torch_first(config.prelude)
         self._deadline: float | None = None
         self._sent = False
         self._stderr_from = 0  # where the running program's stderr begins
@@ -96,18 +102,7 @@ class CandidateProcess:
     def start(self) -> str:
         self._progress.write_bytes(struct.pack("<q", -1))
         self._stderr_from = 0
-        stderr = open(self._stderr_path, "wb")  # noqa: SIM115 - handed to the child
-        try:
-            self._proc = subprocess.Popen(
-                [self.config.python, "-u", str(WORKER), str(self._progress)],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-                env=self.config.env, start_new_session=True, cwd=self._dir.name)
-        except OSError as exc:
-            raise CandidateStartError(
-                f"cannot start the candidate interpreter {self.config.python!r}: "
-                f"{exc.strerror or exc}") from exc
-        finally:
-            stderr.close()
+        self._proc = self._forked() or self._spawned()
         self.starts += 1
         reply = self._exchange({"cmd": "start", "prelude": self.config.prelude,
                                 "overrides": self.config.overrides,
@@ -126,6 +121,39 @@ class CandidateProcess:
         declared = reply.get("declared")
         self.declared = dict(declared) if isinstance(declared, dict) else {}
         return self.version
+
+    def _spawned(self) -> Spawned:
+        stderr = open(self._stderr_path, "wb")  # noqa: SIM115 - handed to the child
+        try:
+            return Spawned(subprocess.Popen(
+                [self.config.python, "-u", str(WORKER), str(self._progress)],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
+                env=self.config.env, start_new_session=True, cwd=self._dir.name))
+        except OSError as exc:
+            raise CandidateStartError(
+                f"cannot start the candidate interpreter {self.config.python!r}: "
+                f"{exc.strerror or exc}") from exc
+        finally:
+            stderr.close()
+
+    def _forked(self) -> Forked | None:
+        """A worker forked from this candidate's zygote (started on first use); None where
+        there is none: the prelude does not import torch first, or the interpreter cannot
+        (its workers are then fresh interpreters, which say why)."""
+        if not self._warm:
+            return None
+        if self._zygote is None or not self._zygote.alive():
+            try:
+                self._zygote = Zygote(self.config.python, WORKER, self.config.env,
+                                      self._dir.name, Path(self._dir.name) / "zygote-stderr")
+            except OSError:
+                self._warm = False
+                return None
+        forked = self._zygote.fork([str(self._progress)], self._stderr_path,
+                                   self.config.start_timeout)
+        if forked is None:
+            self._zygote, self._warm = None, False
+        return forked
 
     def _exchange(self, message: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """Send and wait; None when the worker died, TimeoutError when it hung."""
@@ -203,10 +231,10 @@ class CandidateProcess:
         deadline = time.monotonic() + grace
         # Wait for the exit without reaping: the unreaped worker keeps its process group's
         # id from being reused, so killing the group cannot hit anyone else.
-        while not _exited(proc.pid) and time.monotonic() < deadline:
+        while not proc.exited() and time.monotonic() < deadline:
             time.sleep(0.01)
-        exited = _exited(proc.pid)
-        _kill_group(proc)
+        exited = proc.exited()
+        proc.kill_group()
         code = proc.wait()
         self.kill()
         return code if exited else None
@@ -232,7 +260,7 @@ class CandidateProcess:
         if self._proc is None:
             return
         if self._proc.poll() is None:
-            _kill_group(self._proc)
+            self._proc.kill_group()
         self._proc.wait()
         for stream in (self._proc.stdin, self._proc.stdout):
             if stream is not None:
@@ -247,6 +275,9 @@ class CandidateProcess:
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
+        if self._zygote is not None:
+            self._zygote.close()
+            self._zygote = None
         self._dir.cleanup()
 
 
@@ -262,22 +293,6 @@ def packages(reply: Any) -> dict[str, str]:
         if len(found) >= MAX_PACKAGES:
             break
     return found
-
-
-def _exited(pid: int) -> bool:
-    """Whether the child ``pid`` has exited, leaving it unreaped."""
-    try:
-        info = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-    except ChildProcessError:
-        return True
-    return info is not None
-
-
-def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        proc.kill()
 
 
 def _describe_exit(code: int | None) -> str:

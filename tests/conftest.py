@@ -32,15 +32,27 @@ POSTGRES_URL = os.environ.get("ALIGNBOT_TEST_POSTGRES_URL")
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under `pytest -n 2 --dist loadgroup` (make test), the tests that share a module-scoped
     fixture (a whole check run, a built wheel) go to one worker, which makes it once; the other
-    tests are spread one by one."""
+    tests are spread one by one.
+
+    A test that shares such a fixture with a test marked ``slow`` is slow too: under
+    ``make test-fast`` (``-m "not slow"``) it would make the fixture all the same."""
+    groups: dict[str, list[pytest.Item]] = {}
     for item in items:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
         if "planted_report" in info.names_closure:  # one worker makes it, for every module
-            item.add_marker(pytest.mark.xdist_group("planted-report"))
+            group = "planted-report"
         elif any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
-            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::", 1)[0]))
+            group = item.nodeid.split("::", 1)[0]
+        else:
+            continue
+        item.add_marker(pytest.mark.xdist_group(group))
+        groups.setdefault(group, []).append(item)
+    for members in groups.values():
+        if any(member.get_closest_marker("slow") for member in members):
+            for member in members:
+                member.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.services)])

@@ -87,6 +87,7 @@ def test_rerequested_check_run_reruns_its_pull_requests() -> None:
     assert on_check_run_rerequested(event) == []
 
 
+@pytest.mark.slow
 def test_hostile_spec_is_contained_and_no_secret_is_posted(github_server: Any,
                                                            tmp_path: Path) -> None:
     github = github_server
@@ -263,6 +264,7 @@ ops:
 """
 
 
+@pytest.mark.slow
 def test_a_newer_push_stops_the_running_sandbox_and_names_its_head(
         github_server: GitHubServer, tmp_path: Path) -> None:
     """The check of the old head is in its sandbox (a two-minute setup) when a newer push

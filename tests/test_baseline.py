@@ -86,6 +86,7 @@ def pushes(tmp_path_factory: pytest.TempPathFactory) -> Any:
         return results, rows, service.log_text()
 
 
+@pytest.mark.slow
 def test_a_push_touching_a_long_broken_op_has_no_new_divergence(pushes: Any) -> None:
     (run, body), rows, log = pushes[0]["touch"], pushes[1], pushes[2]
     assert run.conclusion == "success", (run.output, log[-3000:])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -27,6 +28,7 @@ def overhead() -> ModuleType:
     return module
 
 
+@pytest.mark.slow
 def test_tiny_run_writes_positive_figures(overhead: ModuleType, tmp_path: Path,
                                           capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "figures.json"
@@ -103,6 +105,7 @@ def test_the_yardstick_counts_entries_by_kind_and_op_and_flags_unconfirmed_findi
     assert result["consequences"] == 1
 
 
+@pytest.mark.slow
 def test_jobs_speedup_compares_one_and_two_workers(tmp_path: Path,
                                                    capsys: pytest.CaptureFixture[str]) -> None:
     path = SCRIPT.with_name("jobs_speedup.py")
@@ -119,6 +122,7 @@ def test_jobs_speedup_compares_one_and_two_workers(tmp_path: Path,
     assert "reports byte-identical" in capsys.readouterr().out
 
 
+@pytest.mark.slow
 def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
     # its own process: reading PyTorch's OpInfo database leaves state behind in this one
     out = tmp_path / "coverage.json"
@@ -138,6 +142,7 @@ def test_opinfo_coverage_counts_entries_names_and_draws(tmp_path: Path) -> None:
         == data["module_classes"]
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_workers_benchmark_times_checks_and_acknowledgements(postgres_url: str,
                                                              tmp_path: Path) -> None:
@@ -161,6 +166,7 @@ def test_metrics_scrape_times_a_scrape_over_a_filled_queue(tmp_path: Path) -> No
     assert data["bytes"] > 1000
 
 
+@pytest.mark.slow
 def test_exploration_counts_what_free_and_steered_draws_exercise(tmp_path: Path) -> None:
     out = tmp_path / "exploration.json"
     subprocess.run([sys.executable, str(SCRIPT.with_name("exploration.py")), "--specs",
@@ -241,3 +247,20 @@ def test_baseline_cache_needs_paddle(tmp_path: Path, capsys: pytest.CaptureFixtu
     bench = _load("baseline_cache")
     assert bench.main(["--python", str(tmp_path / "no-python")]) == 2
     assert "ALIGNBOT_PADDLE_PYTHON" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_worker_restart_compares_fresh_interpreters_and_forks(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    path = SCRIPT.with_name("worker_restart.py")
+    spec = importlib.util.spec_from_file_location("worker_restart", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    monkeypatch.setattr(sys, "argv", ["worker_restart.py", "--restarts", "1", "--no-check"])
+    monkeypatch.setenv("ALIGNBOT_FRESH_WORKERS", "")
+    assert module.main() == 0
+    out = capsys.readouterr().out
+    figures = [float(f) for f in re.findall(r"(\d+\.\d+) s", out)]
+    assert out.startswith("restart after a crash, median of 1: fresh interpreter ")
+    assert len(figures) == 2 and figures[1] < figures[0]  # the fork comes up sooner

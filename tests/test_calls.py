@@ -54,6 +54,7 @@ def test_two_broken_ops_in_one_program_are_two_findings() -> None:
     assert later.count == result.programs_run == 4  # every draw shows both
 
 
+@pytest.mark.slow
 def test_a_call_fed_a_wrong_value_is_no_finding_of_its_own() -> None:
     # only log_softmax is broken: nll_loss and `loss * 2.0` differ in the chained run, and
     # judged on the reference's inputs they agree
@@ -65,6 +66,7 @@ def test_a_call_fed_a_wrong_value_is_no_finding_of_its_own() -> None:
     assert "downstream_of" not in result.findings[0].extra
 
 
+@pytest.mark.slow
 def test_a_backward_bug_behind_a_forward_error_is_found() -> None:
     # the candidate raises in hardtanh, so its chained run never reaches exp's backward
     result = _check(("hardtanh_then_exp",))
@@ -79,6 +81,7 @@ def test_a_backward_bug_behind_a_forward_error_is_found() -> None:
         [(Kind.GRAD, "torch.exp", grad.signature)]
 
 
+@pytest.mark.slow
 def test_a_wrong_gradient_of_an_in_place_call_is_its_own_not_its_producers() -> None:
     # add_ doubles the gradient of the tensor it writes into: the chained run sees the
     # gradient w.r.t. the multiplication's input go wrong and would blame __mul__; judged
@@ -95,6 +98,7 @@ def test_a_wrong_gradient_of_an_in_place_call_is_its_own_not_its_producers() -> 
     assert _check(("add_in_place", "mul_into_a_view"), set()).findings == []
 
 
+@pytest.mark.slow
 def test_autograd_giving_none_is_one_finding_whatever_the_ops() -> None:
     result = _check(("sin_tanh", "sigmoid_matmul"), {"grad"})
     assert [(f.kind, f.op, f.signature) for f in result.findings] == \
@@ -134,6 +138,7 @@ def chained_report(tmp_path_factory: Any) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_each_bug_behind_another_minimizes_to_a_verified_repro_of_its_own(
         chained_report: dict[str, Any]) -> None:
     found = {(f["kind"], f["op"]): f for f in chained_report["findings"]}
@@ -175,6 +180,7 @@ def test_the_app_reads_and_renders_downstream_marks(chained_report: dict[str, An
     assert "Downstream of value-mismatch at `torch.nn.functional.log_softmax`" in text
 
 
+@pytest.mark.slow
 def test_a_bug_only_on_strided_input_is_judged_on_the_same_strides() -> None:
     # atan is wrong only on a non-contiguous input, and its input (a transpose) already
     # differs because asinh is off: judged alone it must still get a transposed input

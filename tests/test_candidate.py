@@ -49,6 +49,7 @@ def test_worker_replays_and_returns_values_and_gradients(torch_candidate: Any) -
     assert obs["grad:v0"]["shape"] == [2, 3]
 
 
+@pytest.mark.slow
 def test_complex32_and_unsigned_inputs_replay_as_the_reference_does(torch_candidate: Any) -> None:
     from checks.oracle import reference_observations
 
@@ -75,6 +76,7 @@ def test_complex32_and_unsigned_inputs_replay_as_the_reference_does(torch_candid
     np.testing.assert_array_equal(obs["v3"]["data"], ref["v3"]["data"])
 
 
+@pytest.mark.slow
 def test_candidate_prints_do_not_corrupt_the_stream(make_candidate: Any) -> None:
     prelude = "import torch\nprint('hello from the candidate')\n" \
               "_relu = torch.nn.functional.relu\n" \
@@ -84,6 +86,7 @@ def test_candidate_prints_do_not_corrupt_the_stream(make_candidate: Any) -> None
     assert outcome.observations is not None and "v1" in outcome.observations
 
 
+@pytest.mark.slow
 def test_the_prelude_is_a_real_module(make_candidate: Any) -> None:
     """Code that finds a function's module by its ``__module__`` (pickle, Dynamo's guards)
     must find the prelude's: a kernel defined in the prelude is pickled here."""
@@ -95,6 +98,7 @@ def test_the_prelude_is_a_real_module(make_candidate: Any) -> None:
     assert outcome.observations is not None and "v1" in outcome.observations
 
 
+@pytest.mark.slow
 def test_crash_is_reported_with_the_running_node_and_the_worker_restarts(
         make_candidate: Any) -> None:
     prelude = "import os, torch\ntorch.nn.functional.relu = lambda x: os.abort()\n"
@@ -114,6 +118,7 @@ def test_segfault_is_a_crash(make_candidate: Any) -> None:
     assert outcome.died == "crash" and "SIGSEGV" in outcome.detail
 
 
+@pytest.mark.slow
 def test_hang_is_killed_at_the_timeout(make_candidate: Any) -> None:
     prelude = "import time, torch\ntorch.nn.functional.relu = lambda x: time.sleep(600)\n"
     candidate = make_candidate(prelude, timeout=1.0)
@@ -121,6 +126,7 @@ def test_hang_is_killed_at_the_timeout(make_candidate: Any) -> None:
     assert outcome.died == "timeout" and outcome.node_index == 1
 
 
+@pytest.mark.slow
 def test_per_op_override_replaces_one_api(make_candidate: Any, tmp_path: Any,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "myops.py").write_text("import torch\ndef relu(x):\n    return x.abs()\n")
@@ -158,6 +164,7 @@ def test_worker_runs_in_the_interpreter_it_is_given() -> None:
         assert candidate.version.startswith("2.")
 
 
+@pytest.mark.slow
 def test_crash_message_is_the_same_on_every_run(make_candidate: Any) -> None:
     # Only what the crashing program wrote to stderr, with addresses (which differ from run
     # to run, as a thread id in a fatal error's dump) masked; not what earlier programs wrote.
@@ -194,6 +201,7 @@ def _package(root: Any, name: str, init: str = "", dist_version: str | None = No
         (dist / "top_level.txt").write_text(f"{name}\n")
 
 
+@pytest.mark.slow
 def test_the_packages_the_prelude_imports_are_recorded_with_their_versions(
         make_candidate: Any, tmp_path: Any) -> None:
     """Read in the worker, from the modules the prelude imported (``__version__``, else the
@@ -223,6 +231,7 @@ def test_what_the_worker_says_it_imported_is_bounded_and_checked() -> None:
     assert len(many) == MAX_PACKAGES
 
 
+@pytest.mark.slow
 def test_the_report_shows_the_candidates_line_and_packages(make_candidate: Any,
                                                           tmp_path: Any) -> None:
     from checks.engine import check
@@ -241,6 +250,7 @@ def test_the_report_shows_the_candidates_line_and_packages(make_candidate: Any,
     assert "Candidate `import fastops` (fastops 1.2.3, torch " in text
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("also", "works"), [
     ("'torch.optim.*'", True), ("['torch.optim.SGD', 'torch.Tensor.backward']", True),
     ("lambda name: name.startswith('torch.optim.')", True), ("5", False), ("[1, 2]", False)])

@@ -27,6 +27,7 @@ def _check(folder: Path, prelude: str, *extra: str) -> tuple[int, dict[str, Any]
     return code, json.loads(report.read_text()), (folder / "r.md").read_text()
 
 
+@pytest.mark.slow
 def test_a_declared_candidate_is_checked_as_it_declares(tmp_path: Path) -> None:
     prelude = (FIXTURES / "planted_prelude.py").read_text() + DECLARED
     code, report, markdown = _check(tmp_path, prelude, "--jobs", "2")
@@ -37,6 +38,7 @@ def test_a_declared_candidate_is_checked_as_it_declares(tmp_path: Path) -> None:
     assert "**Gradients not compared**" in markdown and "**Precision `bfloat16`**" in markdown
 
 
+@pytest.mark.slow
 def test_the_command_line_wins_over_the_prelude(tmp_path: Path) -> None:
     prelude = (FIXTURES / "planted_prelude.py").read_text() + DECLARED
     code, report, markdown = _check(tmp_path, prelude, "--jobs", "1", "--gradients",
@@ -60,6 +62,7 @@ def test_a_declaration_alignbot_does_not_know_is_refused(declared: Any, precisio
         resolve(declared, precision)
 
 
+@pytest.mark.slow
 def test_a_bad_declaration_in_the_prelude_exits_2_with_one_line(capsys: Any) -> None:
     code = main(["check", "--prelude", "import torch\nalignbot_precision = 'half'",
                  "--spec-file", PLANTED, "--ops", "matmul_clean", "--n", "1", "--jobs", "1"])

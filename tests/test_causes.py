@@ -41,6 +41,7 @@ def kernel_reports(tmp_path_factory: Any) -> tuple[dict[str, Any], dict[str, Any
     return _run(folder, 0), _run(folder, 1, "--n", "1")
 
 
+@pytest.mark.slow
 def test_one_missing_backward_kernel_behind_five_ops_is_one_cause(
         kernel_reports: tuple[dict[str, Any], dict[str, Any]]) -> None:
     report, _ = kernel_reports

@@ -25,6 +25,7 @@ def _alignbot(*args: str) -> subprocess.CompletedProcess[str]:
                           text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_same_seed_gives_byte_identical_json_reports(tmp_path: Path) -> None:
     prelude = (FIXTURES / "planted_prelude.py").read_text()
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
@@ -47,6 +48,7 @@ def test_same_seed_gives_byte_identical_json_reports(tmp_path: Path) -> None:
         assert finding["shrink"]["seconds"] is None and finding["shrink"]["calls"] >= 1
 
 
+@pytest.mark.slow
 def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -> None:
     md = tmp_path / "r.md"
     code = main(["check", "--candidate", "torch", "--spec-file", PLANTED, "--ops",
@@ -74,6 +76,7 @@ def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -
     (["specs", "--ops", "zzz*"], "no spec matches --ops 'zzz*'"),
     (["specs", "--spec-file", "/no/specs.py"], "--spec-file /no/specs.py: no such file"),
 ])
+@pytest.mark.slow
 def test_bad_input_exits_2_with_one_line(args: list[str], message: str, capsys: Any) -> None:
     assert main(args) == 2
     err = capsys.readouterr().err
@@ -110,6 +113,7 @@ def test_unwritable_output_exits_2_before_any_drawing(flag: str, where: str, tmp
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_reports_are_written_atomically(tmp_path: Path, capsys: Any) -> None:
     report = tmp_path / "r.json"
     report.write_text("old")
@@ -131,6 +135,7 @@ def _planted_run(path: Path) -> subprocess.CompletedProcess[str]:
                      "--markdown", str(path.with_suffix(".md")), "--no-timings", "--jobs", "1")
 
 
+@pytest.mark.slow
 def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path) -> None:
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
     runs = [_planted_run(path) for path in paths]
@@ -160,6 +165,7 @@ def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path
     assert "Traceback" not in runs[0].stderr
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_ctrl_c_mid_run_writes_a_partial_report(jobs: str, tmp_path: Path) -> None:
     marker, report = tmp_path / "hanging", tmp_path / "r.json"
@@ -201,6 +207,7 @@ def test_ctrl_c_mid_run_writes_a_partial_report(jobs: str, tmp_path: Path) -> No
     assert "1 finding" in out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("signum", "jobs"), [(signal.SIGTERM, "1"), (signal.SIGHUP, "2")])
 def test_a_stop_signal_while_minimizing_writes_the_merged_partial_report(
         signum: signal.Signals, jobs: str, tmp_path: Path) -> None:
@@ -265,6 +272,7 @@ def _gone(pid: int, wait: float = 10.0) -> bool:
     return False
 
 
+@pytest.mark.slow
 def test_a_report_without_minimizing_renders_as_markdown(tmp_path: Path) -> None:
     # Findings as drawn lack every key minimizing adds (verdict, repro, shrink, upstream).
     prelude = ("import torch\nF = torch.nn.functional\n_softplus = F.softplus\n"
@@ -277,6 +285,7 @@ def test_a_report_without_minimizing_renders_as_markdown(tmp_path: Path) -> None
     assert "Minimized repro" not in text
 
 
+@pytest.mark.slow
 def test_a_relative_interpreter_path_is_the_callers(tmp_path: Path, capsys: Any,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     here = Path(sys.executable)

@@ -120,6 +120,7 @@ def test_complex32_and_unsigned_tensors_are_written_as_the_runtime_makes_them() 
         assert eval(arange, {"torch": torch}).dtype == getattr(torch, dtype), arange
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "dtype"), [("opinfo.mul", "complex32"),
                                              ("opinfo.full_like", "uint32")])
 def test_a_repro_of_a_complex32_or_uint32_program_computes_what_the_replay_does(

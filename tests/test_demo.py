@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import pytest
+
 from bot.demo import run_demo
 
 
+@pytest.mark.slow
 def test_demo_shows_the_failing_check_run_and_the_comment() -> None:
     lines: list[str] = []
     assert run_demo(say=lines.append, timeout=300) == 0

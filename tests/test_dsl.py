@@ -203,6 +203,7 @@ def test_edge_options_draw_empty_tensors_huge_values_and_real_views() -> None:
         assert call["target"] == "torch.sin"
 
 
+@pytest.mark.slow
 def test_a_bug_only_on_strided_inputs_is_found_through_the_layout_option(
         make_candidate: Any) -> None:
     prelude = ("import torch\n_sin = torch.sin\n"

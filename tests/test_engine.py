@@ -38,6 +38,7 @@ def planted_run(planted_specs: dict[str, Any], planted_prelude: str) -> Any:
     return result, starts
 
 
+@pytest.mark.slow
 def test_each_planted_bug_is_found_with_kind_and_op(planted_run: Any) -> None:
     result, _ = planted_run
     found = {f.spec.rsplit(".", 1)[-1]: (f.kind, f.op) for f in result.findings}
@@ -99,6 +100,7 @@ def test_a_wrong_gradient_is_still_blamed_on_the_call_that_computed_it(planted_r
     assert finding.key == f"grad:{nodes[0]['id']}"
 
 
+@pytest.mark.slow
 def test_a_crash_in_a_backward_names_the_call(make_candidate: Any) -> None:
     from checks.spec import Spec
 
@@ -143,6 +145,7 @@ def test_self_check_on_planted_specs_is_clean(planted_specs: dict[str, Any],
     assert result.programs_run >= 40
 
 
+@pytest.mark.slow
 def test_non_default_tolerance_changes_the_outcome(make_candidate: Any) -> None:
     from checks.spec import Spec
 
@@ -194,6 +197,7 @@ def test_program_is_json_serialisable_and_replayable(planted_specs: dict[str, An
         assert json.dumps(again, sort_keys=True) == json.dumps(program, sort_keys=True)
 
 
+@pytest.mark.slow
 def test_ctrl_c_keeps_what_was_judged(planted_specs: dict[str, Any], planted_prelude: str,
                                       make_candidate: Any) -> None:
     from checks.engine import Interrupted
@@ -233,6 +237,7 @@ def two_bugs_runs() -> Any:
         return [check(specs, candidate, seed=1) for _ in range(2)]
 
 
+@pytest.mark.slow
 def test_two_bugs_in_one_op_are_two_findings(two_bugs_runs: Any) -> None:
     result = two_bugs_runs[0]
     by_keywords = {f.signature.split("kw=", 1)[1]: f for f in result.findings}

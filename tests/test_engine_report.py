@@ -315,6 +315,7 @@ def test_stored_findings_are_validated_again() -> None:
     assert isinstance(parse_report(report()), EngineReport)
 
 
+@pytest.mark.slow
 def test_a_real_minimized_report_of_planted_bugs_is_valid(
         planted_report: dict[str, Any]) -> None:
     """The engine and the model move together: a real run with minimization, triage and

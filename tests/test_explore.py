@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis.internal.conjecture.data import ConjectureData
 
 from checks import nothing, oneof, random, random_bool, random_dtype, random_tensor
@@ -98,6 +99,7 @@ def test_runs_stay_fixed_by_the_seed() -> None:
     assert [p["choices"] for p in first] == [p["choices"] for p in second]
 
 
+@pytest.mark.slow
 def test_a_bug_in_the_fifth_alternative_is_found_at_the_default_n(make_candidate: Any) -> None:
     prelude = "import torch\n_tanh = torch.tanh\ntorch.tanh = lambda x: _tanh(x) * 1.5\n"
     spec = Spec(name="t.wide", fn=wide)
@@ -113,6 +115,7 @@ def test_a_bug_in_the_fifth_alternative_is_found_at_the_default_n(make_candidate
     assert ["torch.tanh", "float32"] in covered and covered == sorted(covered)
 
 
+@pytest.mark.slow
 def test_the_markdown_has_a_line_per_spec_that_missed_something(make_candidate: Any) -> None:
     result = check([Spec(name="t.wide", fn=wide, n=2)], make_candidate("import torch\n"),
                    seed=0)

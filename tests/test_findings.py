@@ -301,6 +301,7 @@ def _found(run: CheckResult, spec: str) -> list[Finding]:
     return [f for f in run.findings if f.spec.rsplit(".", 1)[-1] == spec]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("spec", "op", "node_class"), [
     ("floor_in_a_chain", "torch.floor", "FloorBackward0"),
     ("getitem_in_a_chain", "torch.Tensor.__getitem__", "SliceBackward0"),

@@ -33,6 +33,7 @@ def _programs(n: int) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+@pytest.mark.slow
 def test_every_call_with_a_formula_agrees_with_the_float64_reference_on_drawn_programs(
         ) -> None:
     """Draws of the library's specs (where PyTorch is right): each observation the formulas

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from hypothesis.internal.conjecture import providers
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -67,6 +68,7 @@ def test_the_internals_this_relies_on_are_there() -> None:
     assert hasattr(providers.CONSTANTS_CACHE, "cache")
 
 
+@pytest.mark.slow
 def test_loading_a_module_full_of_literals_does_not_change_the_draws(tmp_path: Path) -> None:
     # the contrast: plain Hypothesis does draw the loaded module's literals
     plain, mined = _draws(tmp_path, "plain", "skip"), _draws(tmp_path, "plain", "load")

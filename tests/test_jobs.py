@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checks.cli import main
 from checks.spec import SpecSource, load_file
 
@@ -35,6 +37,7 @@ def _same_reports(tmp_path: Path, prelude: str, ops: str, *extra: str) -> dict[s
     return report
 
 
+@pytest.mark.slow
 def test_jobs_1_and_2_give_byte_identical_minimized_reports(tmp_path: Path) -> None:
     prelude = (FIXTURES / "planted_prelude.py").read_text()
     report = _same_reports(tmp_path, prelude, "softplus*,mean*,matmul*", "--n", "3",
@@ -47,6 +50,7 @@ def test_jobs_1_and_2_give_byte_identical_minimized_reports(tmp_path: Path) -> N
     assert all(f["repro_verified"] and f["shrink"]["calls"] >= 1 for f in report["findings"])
 
 
+@pytest.mark.slow
 def test_a_candidate_that_crashes_in_either_worker_gives_the_same_report(tmp_path: Path
                                                                           ) -> None:
     prelude = (FIXTURES / "crashing_prelude.py").read_text()
@@ -60,6 +64,7 @@ def test_a_candidate_that_crashes_in_either_worker_gives_the_same_report(tmp_pat
                for f in report["findings"])
 
 
+@pytest.mark.slow
 def test_a_spec_that_fails_in_a_worker_exits_2_with_one_line(capsys: Any) -> None:
     code = main(["check", "--candidate", "torch", "--spec-file",
                  str(FIXTURES / "broken_specs.py"), "--spec-file", PLANTED, "--ops",
@@ -70,6 +75,7 @@ def test_a_spec_that_fails_in_a_worker_exits_2_with_one_line(capsys: Any) -> Non
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_a_prelude_that_fails_in_the_workers_exits_2_with_one_line(capsys: Any) -> None:
     code = main(["check", "--prelude", "raise SystemError('no device')", "--spec-file",
                  PLANTED, "--ops", "matmul*,batchnorm*", "--jobs", "2", "--no-progress"])
@@ -79,6 +85,7 @@ def test_a_prelude_that_fails_in_the_workers_exits_2_with_one_line(capsys: Any) 
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
+@pytest.mark.slow
 def test_workers_check_the_specs_the_driver_chose_after_other_files_were_loaded(
         capsys: Any) -> None:
     # a long-lived process (pytest, the plugin) has loaded other spec files before: the

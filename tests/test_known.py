@@ -106,6 +106,7 @@ torch.nn.Softplus.forward = lambda self, input: _forward(self, input) * 1.001
 """
 
 
+@pytest.mark.slow
 @pytest.mark.paddle
 @pytest.mark.skipif(not os.path.exists(PADDLE_PYTHON),
                     reason="set ALIGNBOT_PADDLE_PYTHON (make test does)")

@@ -77,6 +77,7 @@ def test_library_has_raising_specs_in_several_families() -> None:
     assert all(not s.backward for s in raising)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", library_specs(), ids=lambda s: s.name)
 def test_spec_draws_valid_programs(spec: Spec) -> None:
     """Every draw: raising specs raise on the reference, the others neither raise nor fail in
@@ -99,6 +100,7 @@ def test_spec_draws_valid_programs(spec: Spec) -> None:
     assert programs
 
 
+@pytest.mark.slow
 def test_specs_with_gradients_check_some() -> None:
     """A library spec that never yields a gradient observation would not test backward."""
     for spec in library_specs():
@@ -131,6 +133,7 @@ def test_max_pool_windows_never_lie_wholly_in_padding() -> None:
         draw_programs(spec, spec.n, seed, visit)
 
 
+@pytest.mark.slow
 def test_a_wrong_optimizer_step_is_found_at_the_step(tmp_path: Path) -> None:
     """training.train_steps observes the parameters after each ``step()``: the finding names
     the optimizer's step, and its repro (the program up to there) is verified."""

@@ -26,6 +26,7 @@ from bot.settings import SettingsError, load_settings
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_one_delivery_job_and_check_run_carry_their_ids(
         github_server: Any, make_service: Any) -> None:
     github = github_server

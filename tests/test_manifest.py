@@ -105,6 +105,7 @@ def requested(exchanges: Iterable[Exchange]) -> set[tuple[str, str]]:
     return found
 
 
+@pytest.mark.slow
 def test_a_github_granting_only_the_manifest_needs_nothing_more(tmp_path: Path) -> None:
     granted = build_manifest(webhook_router(), "https://a.example")["default_permissions"]
     with GitHubServer(permissions=granted) as github:

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from service import OWNER, REPO, SECRET, Service, completed, open_pull
 from sqlalchemy import update
@@ -62,6 +63,7 @@ def scrape(service: Service) -> dict[Any, float]:
     return samples(reply.text)
 
 
+@pytest.mark.slow
 def test_metrics_count_what_the_service_did(github_server: Any, make_service: Any) -> None:
     github = github_server
     base = {**_files(ROOT / "examples" / "fastops"), ".github/alignbot.yml": CONFIG}

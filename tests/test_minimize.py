@@ -88,6 +88,7 @@ def test_shrinking_is_bounded_and_reported(planted_report: dict[str, Any]) -> No
         assert 0 <= finding["shrink"]["seconds"] < 60
 
 
+@pytest.mark.slow
 def test_repro_runs_alone_and_passes_once_the_bug_is_gone(planted_report: dict[str, Any]
                                                           ) -> None:
     finding = next(f for f in planted_report["findings"] if f["op"].endswith("softplus"))
@@ -107,6 +108,7 @@ def shrink_setup() -> Any:
         yield spec, candidate, result
 
 
+@pytest.mark.slow
 def test_shrinking_keeps_the_fingerprint_and_finds_the_smallest_shape(shrink_setup: Any
                                                                      ) -> None:
     spec, candidate, result = shrink_setup
@@ -172,6 +174,7 @@ def reference_suspect(tmp_path_factory: Any) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_reference_bug_is_reference_suspect_with_a_draft(reference_suspect: dict[str, Any]
                                                          ) -> None:
     (finding,) = reference_suspect["findings"]
@@ -185,6 +188,7 @@ def test_reference_bug_is_reference_suspect_with_a_draft(reference_suspect: dict
         "https://github.com/pytorch/pytorch/issues/new?title=")
 
 
+@pytest.mark.slow
 def test_reference_only_repro_shows_the_wrong_value_alone(reference_suspect: dict[str, Any],
                                                           tmp_path: Path) -> None:
     (finding,) = reference_suspect["findings"]
@@ -199,6 +203,7 @@ def test_reference_only_repro_shows_the_wrong_value_alone(reference_suspect: dic
     assert finding["repro_reference_only"] in finding["upstream_draft"]
 
 
+@pytest.mark.slow
 def test_rounding_noise_near_tolerance_is_tolerance_noise(tmp_path: Path) -> None:
     path = tmp_path / "noise.json"
     code = main(["check", "--candidate", "torch-float64", "--spec-file",
@@ -231,6 +236,7 @@ def _weighted_loss_check(path: Path, *extra: str) -> int:
                  "--json", str(path), "--no-progress", "--no-timings", *extra])
 
 
+@pytest.mark.slow
 def test_modules_built_with_a_tensor_argument_get_verified_repros(tmp_path: Path) -> None:
     # BCELoss(weight=v0): rebuilding the module for its repro once failed with KeyError 'v0'
     path = tmp_path / "r.json"
@@ -243,6 +249,7 @@ def test_modules_built_with_a_tensor_argument_get_verified_repros(tmp_path: Path
         assert re.search(r"Loss\(weight=\w+\)", finding["repro"]), finding["repro"]
 
 
+@pytest.mark.slow
 def test_a_finding_that_fails_to_minimize_is_kept_and_the_run_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
     from checks import codegen
@@ -278,6 +285,7 @@ def _rejudge(finding: dict[str, Any], specs: Any, prelude: str) -> Any:
     return found[0] if found else None
 
 
+@pytest.mark.slow
 def test_minimizing_never_changes_the_bug_of_a_planted_finding(
         planted_report: dict[str, Any]) -> None:
     specs = load_file(FIXTURES / "planted_specs.py")
@@ -301,6 +309,7 @@ def two_bugs_report(tmp_path_factory: Any) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.slow
 def test_each_of_two_bugs_in_one_op_shrinks_to_itself(two_bugs_report: dict[str, Any]
                                                       ) -> None:
     specs = load_file(FIXTURES / "two_bugs_specs.py")

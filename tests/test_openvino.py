@@ -30,6 +30,7 @@ def _cpu_has_bfloat16() -> bool:
     return " avx512_bf16" in flags or " amx_bf16" in flags
 
 
+@pytest.mark.slow
 def test_openvino_diverges_where_it_was_seen_to_and_agrees_elsewhere(tmp_path: Path) -> None:
     code, report, _ = run_check(tmp_path, "openvino", PYTHON, ",".join([*DIVERGENT, *CLEAN]),
                                 "--no-minimize", "--jobs", "1")
@@ -54,6 +55,7 @@ def _without(option: str) -> str:
     return prelude
 
 
+@pytest.mark.slow
 def test_without_aot_autograd_outputs_carry_no_gradient(tmp_path: Path) -> None:
     # what the preset's aot_autograd option is for
     prelude = _without('"aot_autograd": True, ')
@@ -66,6 +68,7 @@ def test_without_aot_autograd_outputs_carry_no_gradient(tmp_path: Path) -> None:
     assert "has no grad_fn in the candidate's run" in finding["message"]
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not _cpu_has_bfloat16(), reason="this CPU computes no bfloat16: OpenVINO "
                     "keeps float32 without the hint")
 def test_without_the_f32_hint_float32_is_computed_in_bfloat16(tmp_path: Path) -> None:

@@ -57,6 +57,7 @@ def test_the_database_is_read_whole_and_named_entries_resolve() -> None:
     assert "a test wrapper (lambda) that computes an argument" in reasons  # linalg.pinv
 
 
+@pytest.mark.slow
 def test_wrappers_dunders_and_random_ops_become_specs_that_say_what_they_compare() -> None:
     data = adapter.database()
     entries = {e.key: e for e in data.entries}
@@ -134,6 +135,7 @@ def test_every_cpu_dtype_every_entry_declares_is_drawn() -> None:
             set(LOW_PRECISION) if random_values(entry) else set()), entry.key
 
 
+@pytest.mark.slow
 def test_eye_draws_every_float8_dtype_and_an_e5m2_only_bug_is_found_with_a_repro(
         tmp_path: Path) -> None:
     (spec,) = specs_named("opinfo.eye")
@@ -180,6 +182,7 @@ def test_programs_hold_the_samples_as_literal_inputs_and_one_call() -> None:
     assert dtypes <= {"float32", "float64", "float16", "bfloat16"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "dtype"), [("opinfo.mul", "complex32"),
                                              ("opinfo.unique", "uint16")])
 def test_entries_declaring_complex32_or_uint16_draw_them_and_replay_on_torch(
@@ -208,6 +211,7 @@ def test_the_same_seed_draws_the_same_programs_and_choices_redraw_them() -> None
         assert again["nodes"] == program["nodes"]
 
 
+@pytest.mark.slow
 def test_a_handful_of_entries_align_with_torch_itself(torch_candidate: CandidateProcess) -> None:
     specs = specs_named(*HANDFUL)
     result = check(specs, torch_candidate, seed=0, n=4)
@@ -216,6 +220,7 @@ def test_a_handful_of_entries_align_with_torch_itself(torch_candidate: Candidate
     assert result.findings == []
 
 
+@pytest.mark.slow
 def test_a_planted_bug_is_found_through_its_opinfo_spec(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     code = main(["check", "--prelude", (FIXTURES / "opinfo_prelude.py").read_text(),
@@ -228,6 +233,7 @@ def test_a_planted_bug_is_found_through_its_opinfo_spec(tmp_path: Path) -> None:
     assert all(f["repro_verified"] for f in findings)
 
 
+@pytest.mark.slow
 def test_opinfo_alone_leaves_the_library_out_unless_asked(capsys: Any) -> None:
     def specs_run(*flags: str) -> int:
         code = main(["check", "--candidate", "torch", "--opinfo", *flags, "--ops",
@@ -240,6 +246,7 @@ def test_opinfo_alone_leaves_the_library_out_unless_asked(capsys: Any) -> None:
     assert specs_run("--library") > 2  # and the library's tanh specs
 
 
+@pytest.mark.slow
 def test_every_declared_dtype_is_drawn_by_its_oneof_choice() -> None:
     (spec,) = specs_named("opinfo.mul")
     entry = next(e for e in adapter.database().entries if e.key == "mul")
@@ -254,6 +261,7 @@ def test_every_declared_dtype_is_drawn_by_its_oneof_choice() -> None:
         assert all(ref[k]["t"] == "tensor" for k in grads)
 
 
+@pytest.mark.slow
 def test_every_dtype_of_a_few_entries_aligns_with_torch_itself(
         torch_candidate: CandidateProcess) -> None:
     found: list[Any] = []

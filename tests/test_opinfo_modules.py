@@ -112,6 +112,7 @@ def test_a_module_instance_argument_is_left_out_with_its_reason() -> None:
     assert made.left_out["a module instance as a constructor argument"] > 0
 
 
+@pytest.mark.slow
 def test_a_handful_of_modules_align_with_torch_itself(torch_candidate: CandidateProcess
                                                        ) -> None:
     result = check(specs_named(*HANDFUL), torch_candidate, seed=0, n=3)
@@ -119,6 +120,7 @@ def test_a_handful_of_modules_align_with_torch_itself(torch_candidate: Candidate
     assert [f"{f.spec}: {f.message}" for f in result.findings] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ops", ["training.norm_modes", "moduleinfo.nn.BatchNorm1d"])
 def test_a_bug_only_in_eval_mode_is_found_with_a_verified_repro(ops: str,
                                                                  tmp_path: Path) -> None:
@@ -135,6 +137,7 @@ def test_a_bug_only_in_eval_mode_is_found_with_a_verified_repro(ops: str,
     assert all(".eval()" in f["repro"] for f in findings)
 
 
+@pytest.mark.slow
 def test_specs_lists_module_specs_and_the_classes_left_out(capsys: Any) -> None:
     assert main(["specs", "--opinfo", "--ops", "moduleinfo.nn.LSTM"]) == 0
     out = capsys.readouterr().out
@@ -147,6 +150,7 @@ def test_specs_lists_module_specs_and_the_classes_left_out(capsys: Any) -> None:
     assert "  nn.TransformerEncoder: a module instance as a constructor argument" in out
 
 
+@pytest.mark.slow
 def test_a_bug_in_a_tuple_within_the_result_gets_a_verified_repro(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
     code = main(["check", "--prelude", (FIXTURES / "lstm_state_prelude.py").read_text(),

@@ -276,6 +276,7 @@ def test_exactly_what_the_cut_left_open_is_closed(text: str, closer: str) -> Non
 
 # No `--`: Python's HTML tokenizer, which checks the result, ends a comment at `--\n>` (a
 # browser's does not), and a raw HTML block left open holds the lines after it.
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [600, 100_000])
 @pytest.mark.parametrize("nest", ["> ", "- ", "1. "])
 def test_markdown_nested_deep_is_cut_without_a_traceback(depth: int, nest: str) -> None:
@@ -340,6 +341,7 @@ def markdown_document(draw: st.DrawFn, depth: int = 0) -> list[str]:
     return [line for block in blocks for line in [*block, ""]][:-1]
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.data_too_large])
 @given(lines=markdown_document(), share=st.floats(0.05, 0.95), in_bytes=st.booleans(),

@@ -198,6 +198,7 @@ def _assert_isolated(env: Env) -> None:
     assert probe.stdout.split() == ["None", "None"], probe.stdout
 
 
+@pytest.mark.slow
 def test_the_wheel_checks_and_prints_a_repro_outside_the_sources(app_env: Env) -> None:
     _assert_isolated(app_env)
     clean = app_env.run("alignbot", "check", "--candidate", "torch", "--ops", "relu",
@@ -224,6 +225,7 @@ def test_the_wheel_checks_and_prints_a_repro_outside_the_sources(app_env: Env) -
     assert schema.returncode == 0 and json.loads(schema.stdout)["type"] == "object"
 
 
+@pytest.mark.slow
 def test_the_engine_alone_checks_and_app_commands_say_what_to_install(engine_env: Env) -> None:
     _assert_isolated(engine_env)
     for module in ENGINE_ONLY_MISSING:
@@ -254,6 +256,7 @@ def test_the_engine_alone_checks_and_app_commands_say_what_to_install(engine_env
     assert usage.returncode == 2 and "invalid choice" in usage.stderr
 
 
+@pytest.mark.slow
 def test_the_wheel_runs_the_demo_outside_the_sources(app_env: Env) -> None:
     probe = app_env.python("import bot.testing.github as g, bot.examples as e; "
                            "print(g.__file__); print(e.__file__)")

@@ -33,6 +33,7 @@ def paddle_run(planted_specs: dict[str, Any]) -> Any:
     return result, version
 
 
+@pytest.mark.slow
 def test_paddle_worker_runs_paddle_without_torch(paddle_run: Any) -> None:
     _, version = paddle_run
     assert version == "3.3.1"
@@ -50,6 +51,7 @@ def test_paddle_compat_findings_are_real_and_named(paddle_run: Any) -> None:
     assert not [f for f in result.findings if f.spec.rsplit(".", 1)[-1] in clean]
 
 
+@pytest.mark.slow
 def test_dtypes_paddle_lacks_are_findings_and_complex_agrees() -> None:
     from checks.spec import library_specs
 

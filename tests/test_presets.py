@@ -32,6 +32,7 @@ def _specs(planted_specs: dict[str, Any], names: tuple[str, ...]) -> list[Any]:
     return [planted_specs[name] for name in names]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["torch-no-mkldnn", "torch-float64"])
 def test_preset_agrees_with_the_reference(name: str, planted_specs: dict[str, Any]) -> None:
     with CandidateProcess(preset(name)) as candidate:
@@ -40,6 +41,7 @@ def test_preset_agrees_with_the_reference(name: str, planted_specs: dict[str, An
     assert result.programs_run > 40
 
 
+@pytest.mark.slow
 def test_float64_preset_really_computes_in_float64(make_candidate: Any) -> None:
     # 1e8 + 1 - 1e8 is 0 in float32 and 1 in float64.
     from checks.spec import Spec

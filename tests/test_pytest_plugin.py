@@ -55,6 +55,7 @@ def serial(broken: Path) -> tuple[int, str, dict[str, str | None]]:
     return run_pytest(broken, f"--alignbot-prelude={PRELUDE}")
 
 
+@pytest.mark.slow
 def test_each_spec_is_a_test_and_a_finding_fails_it_with_its_repro(
         serial: tuple[int, str, dict[str, str | None]]) -> None:
     code, output, outcomes = serial
@@ -67,6 +68,7 @@ def test_each_spec_is_a_test_and_a_finding_fails_it_with_its_repro(
     assert '"""alignbot repro ' in failure and "def case(torch):" in failure
 
 
+@pytest.mark.slow
 def test_the_repro_in_the_failure_runs_and_shows_the_bug(
         serial: tuple[int, str, dict[str, str | None]], broken: Path) -> None:
     failure = serial[2]["softplus"]
@@ -83,6 +85,7 @@ def test_the_repro_in_the_failure_runs_and_shows_the_bug(
     assert control.returncode == 0, control.stdout + control.stderr
 
 
+@pytest.mark.slow
 def test_xdist_workers_give_the_same_findings(
         serial: tuple[int, str, dict[str, str | None]], broken: Path) -> None:
     code, output, outcomes = run_pytest(broken, f"--alignbot-prelude={PRELUDE}", "-n", "2")
@@ -93,6 +96,7 @@ def test_xdist_workers_give_the_same_findings(
     assert FINGERPRINT.findall(outcomes["softplus"] or "")
 
 
+@pytest.mark.slow
 def test_an_aligned_library_passes(tmp_path: Path) -> None:
     repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
     code, output, outcomes = run_pytest(repo, f"--alignbot-prelude={PRELUDE}")
@@ -100,6 +104,7 @@ def test_an_aligned_library_passes(tmp_path: Path) -> None:
     assert outcomes == {"softplus": None, "mish": None}
 
 
+@pytest.mark.slow
 def test_a_preset_and_a_prelude_file(tmp_path: Path) -> None:
     repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
     (repo / "candidate.py").write_text(PRELUDE)
@@ -109,12 +114,14 @@ def test_a_preset_and_a_prelude_file(tmp_path: Path) -> None:
     assert code == 0 and set(outcomes) == {"softplus", "mish"}, output
 
 
+@pytest.mark.slow
 def test_the_plugin_is_idle_without_a_candidate(tmp_path: Path) -> None:
     repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
     code, output, outcomes = run_pytest(repo)
     assert code == 5 and outcomes == {}, output  # pytest: no tests collected
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("args", "message"), [
     (["--alignbot-candidate=torch", f"--alignbot-prelude={PRELUDE}"],
      "give --alignbot-candidate or --alignbot-prelude, not both"),
@@ -130,6 +137,7 @@ def test_bad_options_are_one_readable_line(tmp_path: Path, args: list[str], mess
     assert message in output and "Traceback" not in output, output
 
 
+@pytest.mark.slow
 def test_a_candidate_that_does_not_start_fails_each_test_readably(tmp_path: Path) -> None:
     repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
     code, output, outcomes = run_pytest(repo, "--alignbot-prelude=import not_installed_lib")
@@ -150,6 +158,7 @@ known:
 """
 
 
+@pytest.mark.slow
 def test_known_divergences_xfail_and_a_fixed_one_is_a_strict_xpass(
         broken: Path, tmp_path: Path) -> None:
     """The repository's known-divergences file: the broken softplus is an xfail with its

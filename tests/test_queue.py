@@ -237,6 +237,7 @@ def drain_in_process(
     engine.dispose()
 
 
+@pytest.mark.slow
 def test_processes_never_claim_the_same_job(database_url: str, queue: SqlJobQueue) -> None:
     ids = [queue.enqueue(request(f"o/r#{n}")) for n in range(150)]
     context = multiprocessing.get_context("spawn")

@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from checks.cli import main
 from checks.engine import check, draw_programs
 from checks.runtime.region import replay_program
@@ -20,6 +22,7 @@ def _fusion_specs() -> list[Spec]:
     return load_file(FIXTURES / "fusion_specs.py")
 
 
+@pytest.mark.slow
 def test_a_bug_only_across_calls_of_one_region_is_found_at_the_right_op(
         make_candidate: Any) -> None:
     prelude = (FIXTURES / "fusion_prelude.py").read_text()
@@ -31,6 +34,7 @@ def test_a_bug_only_across_calls_of_one_region_is_found_at_the_right_op(
     assert check(_fusion_specs(), alone, seed=0).findings == []
 
 
+@pytest.mark.slow
 def test_a_fusion_bug_minimizes_to_a_verified_repro_that_keeps_both_calls(
         tmp_path: Path) -> None:
     path = tmp_path / "report.json"
@@ -104,6 +108,7 @@ def test_a_region_that_raises_runs_call_by_call_and_names_the_error() -> None:
     assert all((obs[k]["data"] == v["data"]).all() for k, v in ref.items() if "data" in v)
 
 
+@pytest.mark.slow
 def test_a_compiler_that_compiles_nothing_is_a_finding_not_a_pass(tmp_path: Path) -> None:
     """Each region raises and the calls, run one by one, agree: the compiler's failure is a
     finding of its own, counted in the report, its Markdown and the check run, with a repro

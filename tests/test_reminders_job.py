@@ -79,6 +79,7 @@ def test_two_passes_in_a_row_queue_one_sweep_per_repository(world: World) -> Non
     assert len(_sweep_keys(world.engine)) == 2
 
 
+@pytest.mark.slow
 def test_a_swept_repository_is_not_queued_again_until_its_next_week(world: World) -> None:
     world.sweep()
     assert world.posted_numbers() == sorted(world.expected)

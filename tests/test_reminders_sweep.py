@@ -33,6 +33,7 @@ world = pytest.fixture(catalogued_world, name="world")
 # --------------------------------------------------------------------------- the week
 
 
+@pytest.mark.slow
 def test_a_simulated_week_reminds_exactly_the_stale_pull_requests_once(world: World) -> None:
     w, server = world, world.server
     report = w.sweep()
@@ -75,6 +76,7 @@ def test_a_simulated_week_reminds_exactly_the_stale_pull_requests_once(world: Wo
     assert all(len(w.reminders(n)) == 1 for n in (8, 12, 16))
 
 
+@pytest.mark.slow
 def test_escalation_after_the_configured_reminders_and_never_a_close(
         github_server: GitHubServer, tmp_path: Path) -> None:
     engine = make_engine(f"sqlite:///{tmp_path / 'esc.db'}")
@@ -151,6 +153,7 @@ def test_a_crash_between_post_and_record_neither_loses_nor_repeats(world: World)
     check_week(w, w.expected, 1)
 
 
+@pytest.mark.slow
 def test_a_failed_post_is_retried_by_the_worker(world: World) -> None:
     w = world
     w.server.fail_next(COMMENTS, count=1, status=500, method="POST")
@@ -173,6 +176,7 @@ def test_a_failed_post_is_retried_by_the_worker(world: World) -> None:
     assert job.retries == 1 and job.result is not None and job.result["posted"]
 
 
+@pytest.mark.slow
 def test_a_spent_budget_stops_the_sweep_and_the_next_hour_resumes_it(world: World) -> None:
     w, server = world, world.server
     passes, calls = 0, []
@@ -198,6 +202,7 @@ def test_github_s_hourly_write_limit_stops_and_resumes(world: World) -> None:
     assert w.posted_numbers() == sorted(w.expected)
 
 
+@pytest.mark.slow
 def test_listing_pages_through_pull_requests_that_share_a_second(
         github_server: GitHubServer, tmp_path: Path) -> None:
     w = new_world(github_server, make_engine(f"sqlite:///{tmp_path / 'p.db'}"))

@@ -93,6 +93,7 @@ def assert_clean(folder: Path) -> None:
     assert lint.returncode == 0, lint.stdout
 
 
+@pytest.mark.slow
 def test_every_planted_bug_has_a_repro_that_fails_its_way(planted_report: dict[str, Any],
                                                           tmp_path: Path) -> None:
     kinds = {f["kind"] for f in planted_report["findings"]}
@@ -134,6 +135,7 @@ def test_gradient_repros_call_backward_with_the_upstream_gradient(planted_report
                    for line in lines)
 
 
+@pytest.mark.slow
 def test_overrides_device_and_wrap_are_applied_as_the_worker_does(tmp_path: Path) -> None:
     for number, name in enumerate(("repro_overrides_prelude.py", "repro_wrap_prelude.py")):
         (tmp_path / name).mkdir()
@@ -145,6 +147,7 @@ def test_overrides_device_and_wrap_are_applied_as_the_worker_does(tmp_path: Path
         assert_good_repro(finding, tmp_path / f"run{number}")
 
 
+@pytest.mark.slow
 def test_override_from_a_module_on_the_candidates_path(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     project = tmp_path / "project"
@@ -170,6 +173,7 @@ def _bug_on_path(folder: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, str
     return {**os.environ, "PYTHONPATH": str(folder)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(set(PRESETS) - OWN_INTERPRETER))
 def test_every_preset_prelude_gives_a_verified_repro(name: str, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -180,6 +184,7 @@ def test_every_preset_prelude_gives_a_verified_repro(name: str, tmp_path: Path,
     assert_good_repro(finding, tmp_path / "run", env=env)
 
 
+@pytest.mark.slow
 @pytest.mark.paddle
 @pytest.mark.skipif(not PADDLE_PYTHON, reason="needs ALIGNBOT_PADDLE_PYTHON")
 def test_paddle_interpreter_repro(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -192,6 +197,7 @@ def test_paddle_interpreter_repro(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     assert_good_repro(finding, tmp_path / "run", "--python", PADDLE_PYTHON, env=env)
 
 
+@pytest.mark.slow
 def test_a_repro_that_does_not_fail_its_way_is_not_verified(planted_report: dict[str, Any]) -> None:
     finding = next(f for f in planted_report["findings"] if f["kind"] == "value-mismatch")
     program = finding["repro_program"]
@@ -219,6 +225,7 @@ def _alone(finding: dict[str, Any], mode: str, key: str | None = None,
                                  declared_invalid=declared)
 
 
+@pytest.mark.slow
 def test_integer_outputs_are_compared_exactly(tmp_path: Path,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     project = tmp_path / "project"
@@ -247,6 +254,7 @@ def test_a_declared_invalid_input_is_checked(planted_report: dict[str, Any]) -> 
     assert "exit status 0" in script
 
 
+@pytest.mark.slow
 def test_a_real_float32_problem_is_claimed_and_exits_1(planted_report: dict[str, Any],
                                                        monkeypatch: pytest.MonkeyPatch,
                                                        tmp_path: Path) -> None:
@@ -261,6 +269,7 @@ def test_a_real_float32_problem_is_claimed_and_exits_1(planted_report: dict[str,
     assert code == 0 and status == {"status": "agree", "result": "float32 and float64 agree"}
 
 
+@pytest.mark.slow
 def test_a_slow_starting_candidate_gets_its_timeout_after_its_prelude(tmp_path: Path) -> None:
     # In the repro's fresh interpreter the prelude takes 6 s, longer than --timeout and than
     # the 5 s the repro once allowed for start and call together: the limit counts from when
@@ -276,6 +285,7 @@ def test_a_slow_starting_candidate_gets_its_timeout_after_its_prelude(tmp_path: 
     assert_good_repro(finding, tmp_path / "repro")
 
 
+@pytest.mark.slow
 def test_bugs_in_one_dtype_only_are_found_with_verified_repros(tmp_path: Path) -> None:
     report = _check(tmp_path, (FIXTURES / "dtype_bugs_prelude.py").read_text(),
                     "dtype_bugs_specs.py", "*", "--shrink-seconds", "5", timeout=30)
@@ -292,6 +302,7 @@ def test_bugs_in_one_dtype_only_are_found_with_verified_repros(tmp_path: Path) -
     assert any("j)" in finding["repro"] for finding in by_op["torch.mul"])
 
 
+@pytest.mark.slow
 def test_a_module_simplified_to_its_random_defaults_gets_them_written(tmp_path: Path) -> None:
     """Simplifying drops ``bias=False``: the bias the module then makes is written out, so
     that two runs of the repro (and its control run) see the same values."""

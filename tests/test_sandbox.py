@@ -185,6 +185,7 @@ def _assert_machine_fine(result: SandboxResult) -> None:
         assert _processes_of(uid) == [], "the sandbox left processes running"
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_benign_repository_gives_a_real_report(tmp_path: Path, canaries: Secrets) -> None:
     result = _run("benign", tmp_path, canaries)
@@ -198,6 +199,7 @@ def test_benign_repository_gives_a_real_report(tmp_path: Path, canaries: Secrets
         result.isolation)
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_secrets_are_out_of_reach_as_a_dedicated_uid(tmp_path: Path, canaries: Secrets,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
@@ -221,6 +223,7 @@ def test_secrets_are_out_of_reach_as_a_dedicated_uid(tmp_path: Path, canaries: S
     _assert_machine_fine(result)
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_secrets_are_out_of_reach_in_a_user_namespace(tmp_path: Path, canaries: Secrets,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -238,6 +241,7 @@ def test_secrets_are_out_of_reach_in_a_user_namespace(tmp_path: Path, canaries: 
     assert set(leak["env"]) <= ALLOWED_ENV
 
 
+@pytest.mark.slow
 def test_a_dedicated_uid_alone_protects_secrets_and_leaves_nothing_behind(
         tmp_path: Path, canaries: Secrets, monkeypatch: pytest.MonkeyPatch) -> None:
     """A container without CAP_SYS_ADMIN: no namespaces, only the uid (and the sweep)."""
@@ -284,6 +288,7 @@ def test_memory_hog_hits_the_memory_limit(tmp_path: Path, canaries: Secrets) -> 
     assert result.reason.startswith("the engine stopped with exit status 2")
 
 
+@pytest.mark.slow
 def test_busy_loop_hits_the_cpu_limit(tmp_path: Path, canaries: Secrets) -> None:
     limits = SandboxLimits(cpu_seconds=3, memory_bytes=2 * GIB, processes=64, wall_seconds=40)
     result = _run("cpu", tmp_path, canaries, limits)
@@ -291,6 +296,7 @@ def test_busy_loop_hits_the_cpu_limit(tmp_path: Path, canaries: Secrets) -> None
     _assert_machine_fine(result)
 
 
+@pytest.mark.slow
 def test_hang_hits_the_wall_clock_limit_and_leaves_nothing_behind(
         tmp_path: Path, canaries: Secrets) -> None:
     limits = SandboxLimits(wall_seconds=5, memory_bytes=2 * GIB, processes=64)
@@ -303,6 +309,7 @@ def test_hang_hits_the_wall_clock_limit_and_leaves_nothing_behind(
     _assert_machine_fine(result)
 
 
+@pytest.mark.slow
 def test_stop_kills_the_running_command_at_once_and_leaves_nothing_behind(
         tmp_path: Path, canaries: Secrets) -> None:
     """The job was superseded: its sandbox ends within a second, not at the wall clock."""
@@ -327,6 +334,7 @@ def test_stop_kills_the_running_command_at_once_and_leaves_nothing_behind(
     _assert_machine_fine(result)
 
 
+@pytest.mark.slow
 def test_big_file_hits_the_file_size_limit(tmp_path: Path, canaries: Secrets) -> None:
     result = _run("bigfile", tmp_path, canaries)
     assert result.reason is not None and "file size limit of 16 MiB reached" in result.reason
@@ -394,6 +402,7 @@ def test_scrub_redacts_tokens_keys_and_secret_environment_values(
     assert "MIIEvQ" not in scrub("AAAAMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\n-----END PRIVATE KEY-----")
 
 
+@pytest.mark.slow
 def test_repository_cannot_shadow_the_engine_but_the_prelude_sees_it(
         tmp_path: Path, canaries: Secrets) -> None:
     result = _run("shadow", tmp_path, canaries)
@@ -495,6 +504,7 @@ def test_spec_files_outside_the_repository_are_refused(
     assert result.reason == f"refused: spec file `{spec}` {why}"
 
 
+@pytest.mark.slow
 @needs_bwrap
 def test_setup_and_spec_code_see_no_hidden_file_inside_an_allowed_folder(
         tmp_path: Path, service_dirs: Service, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -542,6 +552,7 @@ def test_without_a_mount_namespace_a_readable_hidden_folder_is_refused(
         shutil.rmtree(data)
 
 
+@pytest.mark.slow
 def test_an_interpreter_the_operator_allowed_is_used_and_only_then(
         tmp_path: Path, canaries: Secrets) -> None:
     operator = tmp_path / "opt" / "candidate-venv"

@@ -200,6 +200,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostIpc]:
         LIBC.syscall(KEYCTL, 21, key)  # KEYCTL_INVALIDATE
 
 
+@pytest.mark.slow
 def test_the_probe_reaches_everything_from_the_host(host: HostIpc, tmp_path: Path) -> None:
     """The control: run where the service runs, the probe reaches each thing it tries."""
     repo = tmp_path / "ipc"
@@ -263,6 +264,7 @@ MODES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", list(MODES))
 def test_the_sandbox_reaches_no_host_ipc(host: HostIpc, tmp_path: Path, mode: str,
                                          monkeypatch: pytest.MonkeyPatch) -> None:

@@ -30,6 +30,7 @@ def _together(result: object) -> str:
     return next((ln for ln in out.splitlines() if ln.startswith("TOGETHER ")), "")
 
 
+@pytest.mark.slow
 def test_processes_that_fit_one_by_one_are_refused_together(tmp_path: Path) -> None:
     """Four processes of 256 MiB each, under a 768 MiB limit: each fits the per-process
     address-space limit, all four together do not (as four of 2 GiB do under 4 GiB)."""
@@ -59,6 +60,7 @@ def test_a_setup_that_fills_the_disk_stops_at_the_quota(tmp_path: Path) -> None:
     assert "disk: 64 MiB for the work folder (tmpfs)" in result.limits
 
 
+@pytest.mark.slow
 def test_processes_together_get_the_cpu_quota(tmp_path: Path) -> None:
     """Two spinning processes for 4 s under a quarter of a core: about one core-second."""
     result = run_hostile("together", tmp_path, {"processes": 2, "seconds": 4}, _limits(

@@ -83,6 +83,7 @@ LOOKALIKES = ["<!--  alignbot:sticky-comment -->", "<!-- alignbot:sticky-comment
               "<!-- alignbot:sticky\u2011comment -->", "\u200b" + MARKER]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("echoed", [MARKER, *LOOKALIKES])
 def test_an_echoed_marker_never_makes_a_reply_the_sticky_comment(
         github_server: Any, service: Service, echoed: str) -> None:
@@ -107,6 +108,7 @@ def test_an_echoed_marker_never_makes_a_reply_the_sticky_comment(
     assert github.comments[outsider_comment].body == body  # nobody else's comment is touched
 
 
+@pytest.mark.slow
 def test_fifty_align_lines_make_at_most_one_reply_and_one_job(
         github_server: Any, service: Service) -> None:
     github = github_server
@@ -129,6 +131,7 @@ def test_fifty_align_lines_make_at_most_one_reply_and_one_job(
     assert [r.content for r in github.comments[accepted].reactions] == ["eyes"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("body", [
     "- ````\n  /help\n  ````\n",
     "1. item\n\n   ```\n   /help\n   ```\n",
@@ -147,6 +150,7 @@ def test_commands_nested_in_code_quotes_and_lists_are_not_acted_on(
     assert bot_comments(github) == [] and github.comments[made].reactions == []
 
 
+@pytest.mark.slow
 def test_a_refused_commenter_gets_a_few_replies_then_reactions(
         github_server: Any, service: Service) -> None:
     github = github_server
@@ -164,6 +168,7 @@ def test_a_refused_commenter_gets_a_few_replies_then_reactions(
                for c in unanswered)
 
 
+@pytest.mark.slow
 def test_a_signed_payload_of_the_wrong_shape_logs_one_line(
         github_server: Any, service: Service) -> None:
     github = github_server
@@ -285,6 +290,7 @@ def reply_to(github: Any, comment_id: int) -> str:
                 if c.body.startswith(f"<!-- alignbot:command comment:{comment_id} -->"))
 
 
+@pytest.mark.slow
 def test_a_push_between_the_go_ahead_and_its_job_is_not_approved(
         github_server: Any, service: Service) -> None:
     pr = Outsider(github_server, service)
@@ -300,6 +306,7 @@ def test_a_push_between_the_go_ahead_and_its_job_is_not_approved(
     assert pr.run_of(seen).conclusion == "action_required"  # the head moved on: not run
 
 
+@pytest.mark.slow
 def test_a_go_ahead_edited_into_a_comment_after_a_push_approves_the_older_head(
         github_server: Any, service: Service) -> None:
     pr = Outsider(github_server, service)
@@ -318,6 +325,7 @@ def test_a_go_ahead_edited_into_a_comment_after_a_push_approves_the_older_head(
     pr.waiting(pushed, approved=seen)
 
 
+@pytest.mark.slow
 def test_a_go_ahead_in_the_same_second_as_a_push_does_not_cover_it(
         github_server: Any, service: Service) -> None:
     pr = Outsider(github_server, service)
@@ -334,6 +342,7 @@ def test_a_go_ahead_in_the_same_second_as_a_push_does_not_cover_it(
     assert run.id == pr.run_of(pushed).id
 
 
+@pytest.mark.slow
 def test_a_force_push_back_runs_only_a_commit_that_was_approved(
         github_server: Any, service: Service) -> None:
     pr = Outsider(github_server, service)
@@ -356,6 +365,7 @@ def test_a_force_push_back_runs_only_a_commit_that_was_approved(
              TIMEOUT, "the check of the approved commit again")
 
 
+@pytest.mark.slow
 def test_a_go_ahead_stops_counting_when_its_giver_loses_write_access(
         github_server: Any, service: Service) -> None:
     pr = Outsider(github_server, service)
@@ -444,6 +454,7 @@ def service_rows(service: Service, table: Any) -> list[dict[str, Any]]:
         engine.dispose()
 
 
+@pytest.mark.slow
 def test_track_of_an_item_another_tenant_tracks_shows_nothing_of_theirs(
         github_server: Any, service: Service) -> None:
     from bot.storage import UPSTREAM
@@ -469,6 +480,7 @@ def moved_tracker(github: Any) -> None:
     github.move_repo(OWNER, "moved", RIVAL, installation_id=RIVAL_INSTALLATION)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tracking", "written"), [
     (f"{RIVAL}/tracker", None), (f"{OWNER}/moved", None), (f"{OWNER}/elsewhere", None),
     ("DEMO-ORG/Tracker", f"{OWNER}/tracker"),
@@ -502,6 +514,7 @@ def test_the_weekly_digest_is_written_only_into_the_installations_own_repository
     assert RIVAL not in digest.body and "secret" not in digest.body
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("tracking", "filed", "said"), [
     (f"{RIVAL}/tracker", None, "is not `demo-org`'s"),
     (f"{OWNER}/moved", None, "is not `demo-org`'s"),

@@ -88,6 +88,7 @@ def push_all(sockets: list[socket.socket], sizes: list[int], seconds: float) -> 
     return sum(sent)
 
 
+@pytest.mark.slow
 def test_forty_bodies_that_never_end_do_not_grow_the_service(make_service: Any) -> None:
     # each declares 24 MiB (under the 25 MiB limit) and sends all of it but the last byte;
     # their signature cannot be checked until that byte comes
@@ -113,6 +114,7 @@ def test_forty_bodies_that_never_end_do_not_grow_the_service(make_service: Any) 
     assert_no_traceback(service)
 
 
+@pytest.mark.slow
 def test_a_trickling_body_is_cut_with_408(make_service: Any) -> None:
     service: Service = make_service(ALIGNBOT_BODY_TIMEOUT_SECONDS="2")
     with socket.create_connection(("127.0.0.1", service.port)) as sock:
@@ -136,6 +138,7 @@ def test_a_trickling_body_is_cut_with_408(make_service: Any) -> None:
     assert_no_traceback(service)
 
 
+@pytest.mark.slow
 def test_headers_that_never_end_do_not_grow_the_service(make_service: Any) -> None:
     service: Service = make_service()
     before = settled_rss(service)
@@ -189,6 +192,7 @@ def check_ended(github: Any, service: Service, head: str) -> None:
              "the check run")
 
 
+@pytest.mark.slow
 def test_a_large_archive_is_never_whole_in_the_services_memory(
         github_server: Any, make_service: Any) -> None:
     github = github_server
@@ -216,6 +220,7 @@ def test_a_large_archive_is_never_whole_in_the_services_memory(
 # -- untrusted data nested deep: measured before anything walks it ----------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [600, 100_000])
 def test_a_signed_payload_nested_deep_is_answered_400(depth: int, make_service: Any) -> None:
     service: Service = make_service()
@@ -230,6 +235,7 @@ def test_a_signed_payload_nested_deep_is_answered_400(depth: int, make_service: 
     assert_no_traceback(service)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("depth", "said"), [
     (600, "alignbot.yml:7:73: values nest deeper than 64 levels"),
     (30_000, "alignbot.yml:7:73: values nest deeper than 64 levels"),  # 60 KB: under 64 KiB
@@ -251,6 +257,7 @@ def test_a_config_nested_deep_fails_the_check_naming_the_line(
     assert_no_traceback(service)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("nest", ["> ", "- "])
 @pytest.mark.parametrize("depth", [600, 32_000])  # 32,000 levels: a whole 65,536-char comment
 def test_a_comment_nested_deep_is_answered_without_a_traceback(
@@ -271,6 +278,7 @@ def test_a_comment_nested_deep_is_answered_without_a_traceback(
     assert_no_traceback(service)
 
 
+@pytest.mark.slow
 def test_a_reply_cut_to_fit_keeps_its_note_outside_any_code_block(
         github_server: Any, make_service: Any) -> None:
     # an outsider's two bad `/align` lines, each echoed as inline code that starts its line

@@ -127,6 +127,7 @@ def live_problems(markdown: str) -> list[str]:
     return problems
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", list(CASES))
 def test_forged_report_posts_nothing_live_and_completes_the_check(
         case: str, github_server: Any, make_service: Any) -> None:
@@ -186,6 +187,7 @@ def relu(torch):
 '''
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("depth", [600, 100_000])
 def test_a_report_nested_deep_fails_the_check_saying_it_is_invalid(
         depth: int, github_server: Any, make_service: Any) -> None:

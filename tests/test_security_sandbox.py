@@ -118,6 +118,7 @@ def _assert_no_secret(posted: str, setup: Setup) -> None:
             assert form not in posted, "a service secret came back"
 
 
+@pytest.mark.slow
 def test_setup_and_spec_code_find_no_service_file_anywhere(
         github_server: Any, make_service: Any, setup: Setup) -> None:
     """#1 walks every readable path; #2 does the same behind a `candidate.python` whose
@@ -146,6 +147,7 @@ def test_setup_and_spec_code_find_no_service_file_anywhere(
     print(f"walk and refusal took {seconds:.1f} s")
 
 
+@pytest.mark.slow
 def test_configs_naming_service_paths_get_a_failed_check_run_saying_why(
         github_server: Any, make_service: Any, setup: Setup) -> None:
     github = github_server
@@ -180,6 +182,7 @@ def test_configs_naming_service_paths_get_a_failed_check_run_saying_why(
     print(f"{len(cases)} refusals took {seconds:.1f} s")
 
 
+@pytest.mark.slow
 def test_links_in_the_archive_that_leave_the_repository_fail_the_check_run(
         github_server: Any, make_service: Any, setup: Setup) -> None:
     """A tarball whose links lead to the key's folder or out of the repository: refused before
@@ -253,6 +256,7 @@ def _children(pid: int) -> list[int]:
     return found
 
 
+@pytest.mark.slow
 def test_sandbox_processes_and_folders_die_with_a_killed_service(
         github_server: Any, make_service: Any, setup: Setup) -> None:
     github = github_server
@@ -351,6 +355,7 @@ def postgres_socket() -> Iterator[Postgres]:
         shutil.rmtree(data, ignore_errors=True)
 
 
+@pytest.mark.slow
 def test_setup_code_cannot_reach_the_apps_postgresql_on_its_unix_socket(
         github_server: Any, make_service: Any, setup: Setup, postgres_socket: Postgres) -> None:
     """The App keeps its jobs in a PostgreSQL that trusts whoever reaches its socket; the

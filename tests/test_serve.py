@@ -39,6 +39,7 @@ def _push(github: Any, source: Path, label: str) -> str:
     return sha
 
 
+@pytest.mark.slow
 def test_pull_request_end_to_end(github_server: Any, service: Service) -> None:
     github = github_server
     _, head = seed(github, BUGGY)
@@ -76,6 +77,7 @@ def test_pull_request_end_to_end(github_server: Any, service: Service) -> None:
     assert edited.id == comment.id and fixed[:12] in edited.body and "agree" in edited.body
 
 
+@pytest.mark.slow
 def test_killed_service_finishes_the_job_after_a_restart_and_posts_once(
         github_server: Any, service: Service) -> None:
     github = github_server

@@ -99,6 +99,7 @@ def merged_report(engine: Engine, repo: str) -> dict[str, Any]:
     return dict(report)
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
         github_server: Any, postgres_url: str, tmp_path: Path) -> None:
@@ -148,6 +149,7 @@ def test_shards_run_on_several_workers_and_merge_into_the_whole_check(
     assert split.conclusion == "failure" and "grad-mismatch" in split.output["text"]
 
 
+@pytest.mark.slow
 def test_sharded_check_in_one_sqlite_service(github_server: Any, tmp_path: Path) -> None:
     """`alignbot serve` alone (SQLite): three shards (the third has no spec), its two
     worker threads, one check run and one comment."""
@@ -174,6 +176,7 @@ def test_sharded_check_in_one_sqlite_service(github_server: Any, tmp_path: Path)
     assert [f["kind"] for f in latest[1]] == [f["kind"] for f in report["findings"]]
 
 
+@pytest.mark.slow
 def test_a_failing_shard_completes_the_check_run_with_its_reason(
         github_server: Any, tmp_path: Path) -> None:
     """Every shard's setup fails (exit status 3): the first to fail ends the check, once;
@@ -212,6 +215,7 @@ def running_shards(engine: Engine, repo: str, count: int) -> bool:
                 if job.state is JobState.RUNNING]) == count
 
 
+@pytest.mark.slow
 def test_a_newer_push_supersedes_every_shard_and_cancels_once(
         github_server: Any, tmp_path: Path) -> None:
     """Both shards sit in their sandboxes (a 60 s setup); a push supersedes them: the
@@ -255,6 +259,7 @@ def test_a_newer_push_supersedes_every_shard_and_cancels_once(
     assert new[:12] in comment.body and old[:12] not in comment.body
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_a_shard_whose_worker_dies_runs_again_and_posts_once(
         github_server: Any, postgres_url: str, tmp_path: Path) -> None:

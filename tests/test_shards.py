@@ -84,6 +84,7 @@ def whole(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     return report
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("count", [2, 3])
 def test_merged_shards_are_the_whole_report_byte_for_byte(
         whole: bytes, tmp_path: Path, count: int, capsys: pytest.CaptureFixture[str]) -> None:

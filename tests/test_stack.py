@@ -69,6 +69,7 @@ def a_job_in_its_sandbox(engine: Engine, github: Any, timeout: float = 60) -> tu
     raise TimeoutError("no worker was in the middle of a check")
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_three_workers_one_killed_post_each_check_once(github_server: Any, postgres_url: str,
                                                        tmp_path: Path) -> None:
@@ -134,6 +135,7 @@ def test_compose_runs_the_same_topology() -> None:
     assert "'/src[app,postgres]'" in (ROOT / "Dockerfile").read_text()  # psycopg in the image
 
 
+@pytest.mark.slow
 def test_the_stack_command_refuses_sqlite_in_one_line(github_server: Any,
                                                       tmp_path: Path) -> None:
     env = github_test_env(github_server, f"sqlite:///{tmp_path / 'alignbot.db'}")
@@ -145,6 +147,7 @@ def test_the_stack_command_refuses_sqlite_in_one_line(github_server: Any,
     assert not (tmp_path / "alignbot.db").exists()  # refused before starting anything
 
 
+@pytest.mark.slow
 @pytest.mark.services
 def test_the_stack_command_runs_until_sigterm(github_server: Any, postgres_url: str,
                                               tmp_path: Path) -> None:

@@ -459,6 +459,7 @@ COLOURS = {"agrees": (0x2D, 0xA4, 0x4E), "known": (0xD4, 0xA7, 0x2C),
            "diverges": (0xCF, 0x22, 0x2E), "not-covered": (0xEA, 0xEE, 0xF2)}
 
 
+@pytest.mark.slow
 def test_headless_chromium_draws_the_grid_in_its_colours(world: World, tmp_path: Path) -> None:
     pixels = screenshot(f"{world.url}/status/{OWNER}/{PUBLIC}", tmp_path / "status.png")
     assert pixels.std() > 10  # not a blank page

@@ -346,6 +346,7 @@ def test_a_later_revision_upgrades_a_database_from_before_migrations(
     assert priorities == [0] * 5
 
 
+@pytest.mark.slow
 def test_the_service_start_up_adopts_a_database_from_before_migrations(
         make_service: Any, tmp_path: Path) -> None:
     """`alignbot serve` on a database the previous release created and filled."""

@@ -38,6 +38,7 @@ def test_pygithub_retries_through_a_bad_gateway(server: GitHubServer) -> None:
     assert server.count("GET", r"/repos/octo-org/ops-lib$") == 2
 
 
+@pytest.mark.slow
 def test_an_outage_fails_every_matching_request_until_it_ends(server: GitHubServer) -> None:
     headers = {"Authorization": f"token {token_for(server)}"}
     pull, repo = f"{server.url}/repos/{OWNER}/{NAME}/pulls/7", f"{server.url}/repos/{OWNER}/{NAME}"

@@ -30,6 +30,7 @@ DIVERGENT = {  # spec: the kind and op of its finding, and what its message says
 CLEAN = ("tanh_clean", "matmul_clean", "float64_sum_clean")
 
 
+@pytest.mark.slow
 def test_torchax_diverges_where_it_was_seen_to_and_agrees_elsewhere(tmp_path: Path) -> None:
     code, report, _ = run_check(tmp_path, "torchax", PYTHON, ",".join([*DIVERGENT, *CLEAN]),
                                 "--no-minimize", "--jobs", "1")
@@ -42,6 +43,7 @@ def test_torchax_diverges_where_it_was_seen_to_and_agrees_elsewhere(tmp_path: Pa
         assert message in found[spec]["message"], spec
 
 
+@pytest.mark.slow
 def test_without_accuracy_mode_float64_is_computed_in_float32(tmp_path: Path) -> None:
     # what the preset's enable_accuracy_mode() is for: the clean float64 input and its sum
     # come out in float32

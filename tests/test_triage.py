@@ -203,6 +203,7 @@ def _buggy_backward_env() -> dict[str, str]:
     return env
 
 
+@pytest.mark.slow
 def test_a_backward_bug_of_the_reference_is_caught_by_finite_differences(
         tmp_path: Path) -> None:
     path = tmp_path / "report.json"
@@ -340,6 +341,7 @@ def _documented_check(tmp_path: Path) -> dict[str, Any]:
     return {finding["op"]: finding for finding in findings}
 
 
+@pytest.mark.slow
 def test_a_candidate_that_follows_the_documentation_gets_drafts_against_pytorch(
         tmp_path: Path) -> None:
     """lp_pool2d's partial ceil_mode windows (the formula decides) and nearest

@@ -7,6 +7,8 @@ import sys
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
+import pytest
+
 from checks.findings import Finding, Kind
 from checks.upstream import (
     URL_LIMIT,
@@ -70,6 +72,7 @@ def _grad_program(wrt: str) -> dict[str, Any]:
                      "seeds": [{"kind": "pattern", "pattern": "ones"}]}}
 
 
+@pytest.mark.slow
 def test_gradcheck_script_agrees_on_a_correct_backward() -> None:
     program = _grad_program("v0")
     finding = Finding(Kind.GRAD, "torch.sigmoid", "t.spec", "m", program, key="grad:v0")
@@ -100,6 +103,7 @@ def _nearest_doubled() -> tuple[dict[str, Any], Finding]:
     return program, finding
 
 
+@pytest.mark.slow
 def test_a_gradient_wrong_by_finite_differences_gets_a_gradcheck_that_fails() -> None:
     program, finding = _nearest_doubled()
     result = gradcheck_repro(program, finding)
@@ -113,6 +117,7 @@ def test_a_gradient_wrong_by_finite_differences_gets_a_gradcheck_that_fails() ->
     assert lint.returncode == 0, lint.stdout
 
 
+@pytest.mark.slow
 def test_the_repro_for_the_draft_is_what_the_verdict_rests_on() -> None:
     program, finding = _nearest_doubled()
     default = Alone("print()", 0, "agree", "claim", "expected")

@@ -25,6 +25,7 @@ sys.exit(3 if "--fail" in sys.argv else 0)
 """
 
 
+@pytest.mark.slow
 def test_a_warm_fork_runs_a_script_as_a_fresh_interpreter_does() -> None:
     fresh = repro.run_script(SCRIPT, args=["--fail", "x"], timeout=120)
     assert fresh[0] == 3 and "argv ['--fail', 'x'] main __main__ 1.5" in fresh[1]
@@ -35,6 +36,7 @@ def test_a_warm_fork_runs_a_script_as_a_fresh_interpreter_does() -> None:
         0, "argv [] main __main__ 1.5\nto stderr\n")
 
 
+@pytest.mark.slow
 def test_a_warm_fork_has_the_environment_it_is_given(tmp_path: Path) -> None:
     """As a fresh interpreter started with ``env``: its variables, and PYTHONPATH on
     ``sys.path`` (a sitecustomize there runs before the script, as the buggy reference's)."""
@@ -48,12 +50,14 @@ def test_a_warm_fork_has_the_environment_it_is_given(tmp_path: Path) -> None:
     assert repro.run_script(script, timeout=120, warm=True)[0] == 1  # not this process's
 
 
+@pytest.mark.slow
 def test_a_warm_script_that_hangs_is_killed_at_its_timeout() -> None:
     code, output = repro.run_script("import time\ntime.sleep(600)\n", timeout=2, warm=True)
     assert (code, output) == (-1, "the repro did not finish within 2 s")
     assert repro.run_script(SCRIPT, timeout=120, warm=True)[0] == 0  # a new server
 
 
+@pytest.mark.slow
 def test_warm_oracles_minimize_to_the_same_findings_as_fresh_ones(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """One finding, a module's: the module's random initialisation is where a fork of a

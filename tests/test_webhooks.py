@@ -594,6 +594,7 @@ def _dotted(path: tuple[str | int, ...]) -> str:
     return ".".join("*" if isinstance(step, int) else step for step in path)
 
 
+@pytest.mark.slow
 def test_signed_payloads_of_the_wrong_shape_are_answered_and_logged_in_one_line(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     """Every field of GitHub's example payloads, turned into each other JSON type, signed and

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from service import Service
 
 from bot.workdir import LOCK, PREFIX, WorkFolder, sweep
@@ -60,6 +61,7 @@ def test_sweep_removes_the_folders_of_dead_processes_only(tmp_path: Path) -> Non
     assert sweep(tmp_path) == [live_folder]
 
 
+@pytest.mark.slow
 def test_the_service_checks_out_in_its_folder_and_sweeps_a_killed_ones(
         github_server: Any, tmp_path: Path) -> None:
     """`alignbot serve` starts by removing the folder of a SIGKILLed predecessor (with the

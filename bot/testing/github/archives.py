@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import tarfile
 from collections.abc import Mapping
@@ -14,12 +15,14 @@ class Link(bytes):
 
 def build_tarball(prefix: str, files: Mapping[str, bytes], sha: str, date: datetime) -> bytes:
     """A .tar.gz like GitHub's: pax header with the commit id, then `prefix/` and the files
-    (a `Link` value becomes a symbolic link entry)."""
+    (a `Link` value becomes a symbolic link entry). The same commit gives the same bytes on
+    every request, as GitHub's do: the gzip header carries the commit's date, not the clock."""
     buffer = io.BytesIO()
     folders = {"/".join(p.split("/")[:n]) for p in files for n in range(1, p.count("/") + 1)}
     mtime = date.timestamp()
-    with tarfile.open(fileobj=buffer, mode="w:gz", format=tarfile.PAX_FORMAT,
-                      pax_headers={"comment": sha}) as tar:
+    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=int(mtime)) as packed, \
+            tarfile.open(fileobj=packed, mode="w", format=tarfile.PAX_FORMAT,
+                         pax_headers={"comment": sha}) as tar:
         for folder in ["", *sorted(folders)]:
             info = tarfile.TarInfo(f"{prefix}/{folder}".rstrip("/") + "/")
             info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o775, mtime
