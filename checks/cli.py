@@ -286,7 +286,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         new = [f for f in result.findings if not _expected(f, known, baseline)]
         count = len(result.findings)
         print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
-              f"candidate {config.name} ({version}) against torch {result.reference}: "
+              f"candidate {config.name} ({reports.packages_line(result.packages) or version}) "
+              f"against torch {result.reference}: "
               f"{count} finding{'s' if count != 1 else ''}")
         for finding in result.findings:
             verdict = finding.extra.get("verdict")

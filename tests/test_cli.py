@@ -295,3 +295,16 @@ def test_a_relative_interpreter_path_is_the_callers(tmp_path: Path, capsys: Any,
                  "--ops", "matmul_clean", "--n", "2", "--jobs", "1", "--no-progress",
                  "--json", str(tmp_path / "r.json")])
     assert code == 0, capsys.readouterr().err
+
+
+def test_the_summary_names_the_packages_the_candidate_imported(
+        tmp_path: Path, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "fastops").mkdir()
+    (tmp_path / "fastops" / "__init__.py").write_text("__version__ = '1.2.3'\n")
+    monkeypatch.chdir(tmp_path)  # the candidate imports from where alignbot was started
+    code = main(["check", "--prelude", "import torch\nimport fastops\n", "--spec-file",
+                 PLANTED, "--ops", "matmul_clean", "--n", "2", "--no-progress"])
+    assert code == 0
+    out = capsys.readouterr().out
+    import torch
+    assert f"candidate prelude (fastops 1.2.3, torch {torch.__version__}) against torch " in out
