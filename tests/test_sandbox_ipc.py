@@ -75,7 +75,9 @@ class HostIpc:
                                                         f"alignbot-test-{self.token}-dgram"],
                 "fifos": [str(p) for p, _ in self.fifos], "files": [str(p) for p in self.files],
                 "shm_key": self.shm_key, "key_name": self.key_name, "victims": self.victims,
-                "exposed": [str(self.exposed)]}
+                # what the sandbox is given to read: the folders on the way to it are
+                # bubblewrap's mount points (a checkout in /tmp puts one in /tmp)
+                "exposed": [str(self.exposed), *sandbox.exposed_paths(self.containment())]}
 
     def serve(self) -> None:
         while not self.stop.is_set():
