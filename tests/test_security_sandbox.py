@@ -274,6 +274,12 @@ def test_sandbox_processes_and_folders_die_with_a_killed_service(
     assert service.proc is not None
     trampolines = _children(service.proc.pid)
     assert trampolines  # the setup command's trampoline, a child of the service
+    folders = list(setup.sandboxes.glob("alignbot-sandbox-*"))
+    assert folders
+    # its cgroups, read while it runs: once the service is dead, any service's start on this
+    # host (another test's, running alongside) may sweep them
+    groups = [p for h in cgroup.hierarchies() for p in h.here.glob(f"{folders[0].name}.*")]
+    assert groups, "the sandbox had no cgroup"
 
     service.kill()
     killed = time.monotonic()
@@ -286,11 +292,8 @@ def test_sandbox_processes_and_folders_die_with_a_killed_service(
 
     # A SIGKILLed service cannot clean up: its work folder (and its quota's mount) and its
     # cgroups stay until the next start.
-    folders = list(setup.sandboxes.glob("alignbot-sandbox-*"))
-    assert folders
+    assert list(setup.sandboxes.glob("alignbot-sandbox-*")) == folders
     assert os.path.ismount(folders[0] / "work")
-    groups = [p for h in cgroup.hierarchies() for p in h.here.glob(f"{folders[0].name}.*")]
-    assert groups, "the sandbox had no cgroup"
     github.update_pull(OWNER, REPO, 1, state="closed")  # the re-run job then skips
     service.start()
     assert list(setup.sandboxes.glob("alignbot-sandbox-*")) == []
