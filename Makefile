@@ -32,7 +32,7 @@ lint: $(STAMP)
 # pytest-xdist processes; loadgroup keeps the tests sharing a module-scoped fixture on one
 # worker (tests/conftest.py), and each worker gets its own PostgreSQL database.
 # `make test-fast` is the lane to run while you work: everything but the tests marked `slow`
-# (each took 2 s or more, or shares a fixture that runs a whole check).
+# (each took 2 s or more, or shares a module-scoped fixture with one that did).
 TEST_WORKERS ?= 2
 SETUP_JOBS ?= 4
 PYTEST = bash -c 'source scripts/postgres.sh && \
