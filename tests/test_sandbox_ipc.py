@@ -145,7 +145,7 @@ def _file(host: HostIpc, path: Path) -> None:
 
 
 @pytest.fixture(scope="module")
-def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostIpc]:
+def host_ipc(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostIpc]:
     token = secrets.token_hex(6)
     exposed = tmp_path_factory.mktemp("exposed")
     exposed.chmod(0o755)  # the sandbox's uid may list it: only the masks stand in the way
@@ -202,10 +202,17 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[HostIpc]:
         LIBC.syscall(KEYCTL, 21, key)  # KEYCTL_INVALIDATE
 
 
+@pytest.fixture
+def host(host_ipc: HostIpc) -> HostIpc:
+    """The module's host, with nothing left from earlier tests to drain (the control
+    connects to everything, and a test that fails stops before its own drain)."""
+    host_ipc.drain()
+    return host_ipc
+
+
 @pytest.mark.slow
 def test_the_probe_reaches_everything_from_the_host(host: HostIpc, tmp_path: Path) -> None:
     """The control: run where the service runs, the probe reaches each thing it tries."""
-    host.drain()  # what earlier tests left
     repo = tmp_path / "ipc"
     shutil.copytree(HOSTILE / "ipc", repo)
     targets = {**host.targets(), "victims": []}  # it would kill them
@@ -295,7 +302,6 @@ def test_the_sandbox_reaches_no_host_ipc(host: HostIpc, tmp_path: Path, mode: st
     stop = threading.Event()
     marker = f"600.{secrets.randbelow(10 ** 9):09d}"
     sibling = _sibling(stop, marker, tmp_path)
-    host.drain()  # what earlier tests left (the control connects to everything)
     try:
         targets = host.targets()
         targets["victims"] = [*host.victims, {"pid": _pid_of(marker), "marker": marker}]
