@@ -153,15 +153,24 @@ class Forked:
 
     def poll(self) -> int | None:
         if self.returncode is None:
-            self.returncode = self.zygote.status(0.0)
+            self._status(0.0)
         return self.returncode
 
     def wait(self, timeout: float | None = None) -> int:
         if self.returncode is None:
-            self.returncode = self.zygote.status(timeout)
+            self._status(timeout)
         if self.returncode is None:
             raise subprocess.TimeoutExpired("worker", timeout or 0.0)
         return self.returncode
+
+    def _status(self, timeout: float | None) -> None:
+        """The zygote's report of the exit. A zygote that is gone (the candidate may kill
+        its own parent) reports nothing: the fork, which may still run, is killed with its
+        session here, before it is called killed."""
+        self.returncode = self.zygote.status(timeout)
+        if self.returncode is not None and self.zygote.lost:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.pid, signal.SIGKILL)
 
     def exited(self) -> bool:
         return self.poll() is not None
@@ -179,6 +188,7 @@ class Zygote:
 
     def __init__(self, python: str, worker: Path, env: dict[str, str] | None, cwd: str,
                  stderr: Path) -> None:
+        self.lost = False  # gone without reporting its fork's exit
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             with open(stderr, "wb") as errors:
@@ -218,15 +228,18 @@ class Zygote:
 
     def status(self, timeout: float | None) -> int | None:
         """The exit status of the running fork once the zygote reports it (None while it
-        runs, up to ``timeout``; a zygote that is gone reports it killed)."""
+        runs, up to ``timeout``; a zygote that is gone reports it killed, and is ``lost``)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             reply = self._message(deadline)
         except OSError:
-            return -signal.SIGKILL
+            reply = {}
         if reply is None:
             return None
-        return int(reply["status"]) if "status" in reply else -signal.SIGKILL
+        if "status" not in reply:
+            self.lost = True
+            return -signal.SIGKILL
+        return int(reply["status"])
 
     def _message(self, deadline: float | None) -> dict[str, Any] | None:
         """The zygote's next message; None past the deadline, OSError when it is gone."""

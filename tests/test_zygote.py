@@ -88,6 +88,30 @@ def test_a_hang_kills_the_forks_whole_session_and_the_zygote_stays(make_candidat
     assert zygote.alive() and candidate._zygote is zygote
 
 
+def test_a_candidate_that_kills_its_zygote_goes_with_it(make_candidate: Any,
+                                                        tmp_path: Any) -> None:
+    """The fork outlives its parent: once the zygote cannot report the exit, the fork is
+    killed with its session before it is called killed, not left running."""
+    marker = tmp_path / "fork"
+    prelude = ("import os, signal, time, torch\n"
+               "def relu(x):\n"
+               f"    open({str(marker)!r}, 'w').write(str(os.getpid()))\n"
+               "    os.kill(os.getppid(), signal.SIGKILL)\n"
+               "    time.sleep(600)\n"
+               "torch.nn.functional.relu = relu\n")
+    candidate = make_candidate(prelude, timeout=2.0)
+    zygote = candidate._zygote
+    assert zygote is not None
+    outcome = candidate.run(PROGRAM)
+    assert outcome.died is not None
+    fork = int(marker.read_text())
+    deadline = time.monotonic() + 10
+    while os.path.exists(f"/proc/{fork}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not os.path.exists(f"/proc/{fork}"), "the fork was left running"
+    assert not zygote.alive()
+
+
 def test_a_zygote_that_cannot_import_torch_leaves_the_error_to_a_fresh_worker(
         tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "torch.py").write_text("raise ImportError('no torch here')\n")
