@@ -19,7 +19,6 @@ from . import zygote as zygotes
 from .program import Program
 from .runtime.wire import WireError, read_message, write_message
 from .runtime.worker import MAX_PACKAGES, PACKAGE_NAME, PACKAGE_VERSION
-from .zygote import Forked, Spawned, Zygote
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 WORKER = Path(__file__).parent / "runtime" / "worker.py"
@@ -82,8 +81,8 @@ class CandidateProcess:
         # what the prelude declares it cannot do, as sent (checks/capabilities.py judges it)
         self.declared: dict[str, Any] = {}
         self.starts = 0
-        self._proc: Spawned | Forked | None = None
-        self._zygote: Zygote | None = None
+        self._proc: zygotes.Spawned | zygotes.Forked | None = None
+        self._zygote: zygotes.Zygote | None = None
         self._warm = not zygotes.fresh_only() and zygotes.imports_torch_first(config.prelude)
         self._deadline: float | None = None
         self._sent = False
@@ -122,10 +121,10 @@ class CandidateProcess:
         self.declared = dict(declared) if isinstance(declared, dict) else {}
         return self.version
 
-    def _spawned(self) -> Spawned:
+    def _spawned(self) -> zygotes.Spawned:
         stderr = open(self._stderr_path, "wb")  # noqa: SIM115 - handed to the child
         try:
-            return Spawned(subprocess.Popen(
+            return zygotes.Spawned(subprocess.Popen(
                 [self.config.python, "-u", str(WORKER), str(self._progress)],
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
                 env=self.config.env, start_new_session=True, cwd=self._dir.name))
@@ -136,7 +135,7 @@ class CandidateProcess:
         finally:
             stderr.close()
 
-    def _forked(self) -> Forked | None:
+    def _forked(self) -> zygotes.Forked | None:
         """A worker forked from this candidate's zygote (started on first use); None where
         there is none: the prelude does not import torch first, or the interpreter cannot
         (its workers are then fresh interpreters, which say why)."""
@@ -144,7 +143,7 @@ class CandidateProcess:
             return None
         if self._zygote is None or not self._zygote.alive():
             try:
-                self._zygote = Zygote(self.config.python, WORKER, self.config.env,
+                self._zygote = zygotes.Zygote(self.config.python, WORKER, self.config.env,
                                       self._dir.name, Path(self._dir.name) / "zygote-stderr")
             except OSError:
                 self._warm = False
