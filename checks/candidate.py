@@ -143,8 +143,9 @@ class CandidateProcess:
             return None
         if self._zygote is None or not self._zygote.alive():
             try:
-                self._zygote = zygotes.Zygote(self.config.python, WORKER, self.config.env,
-                                      self._dir.name, Path(self._dir.name) / "zygote-stderr")
+                self._zygote = zygotes.Zygote(
+                    self.config.python, WORKER, self.config.env, self._dir.name,
+                    Path(self._dir.name) / "zygote-stderr")
             except OSError:
                 self._warm = False
                 return None
