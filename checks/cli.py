@@ -26,6 +26,7 @@ from .findings import Finding
 from .known import KnownFile, KnownFileError, read_known, write_known
 from .minimize import MinimizeOptions, minimize_all
 from .opinfo import OpInfoChanged
+from .oracle import SHRINK_CALLS, SHRINK_SECONDS
 from .presets import PRESETS, NoCandidate
 from .progress import Progress
 from .report_files import OutputError, check_output, summary, write_reports
@@ -132,10 +133,12 @@ def add_commands(commands: Commands) -> None:
     chk.add_argument("--no-progress", action="store_true")
     chk.add_argument("--no-minimize", action="store_true",
                      help="report findings as drawn: no shrinking, repro scripts or triage")
-    chk.add_argument("--shrink-calls", type=int, default=300, metavar="N",
-                     help="oracle calls allowed per finding for shrinking (default 300)")
-    chk.add_argument("--shrink-seconds", type=float, default=20.0, metavar="S",
-                     help="seconds allowed per finding for shrinking (default 20)")
+    chk.add_argument("--shrink-calls", type=int, default=SHRINK_CALLS, metavar="N",
+                     help=f"oracle calls allowed per finding for shrinking "
+                          f"(default {SHRINK_CALLS})")
+    chk.add_argument("--shrink-seconds", type=float, default=SHRINK_SECONDS, metavar="S",
+                     help=f"seconds allowed per finding for shrinking "
+                          f"(default {SHRINK_SECONDS:g})")
     chk.add_argument("--third", metavar="CODE", action="append", default=[],
                      help="prelude of a third framework used as a triage oracle (repeatable)")
     chk.add_argument("--third-python", metavar="PATH", help="interpreter for --third")

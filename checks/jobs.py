@@ -27,8 +27,10 @@ from .engine import CheckResult, Interrupted, Merger, Stats, run_spec
 from .explore import Exploration
 from .findings import Finding
 from .minimize import MinimizeOptions, merge_same_bugs, minimize_all
+from .oracle import SHRINK_CALLS, SHRINK_SECONDS
 from .spec import Spec, SpecSource
 from .stopping import worker_signals
+from .upstream import DEFAULT_TRACKER
 
 # What a worker reports while a task runs: ("program", fingerprints), ("finding", None),
 # ("call", calls) or ("note", text); the parent passes them on with the task's index.
@@ -48,9 +50,9 @@ class WorkerError(Exception):
 class Shrinking:
     """How the workers minimize findings: the options of ``alignbot check``."""
 
-    max_calls: int = 300
-    max_seconds: float = 20.0
-    tracker: str = "pytorch/pytorch"
+    max_calls: int = SHRINK_CALLS
+    max_seconds: float = SHRINK_SECONDS
+    tracker: str = DEFAULT_TRACKER
     thirds: tuple[str, ...] = ()  # preludes of third frameworks used as triage oracles
     third_python: str = sys.executable
     timings: bool = True

@@ -11,7 +11,15 @@ from .findings import MISMATCH_KINDS, Finding, Kind
 from .isolate import slice_program
 from .minimized import Minimized
 from .numbers import numbers
-from .oracle import Budget, BudgetSpent, Oracle, reference_observations, stats
+from .oracle import (
+    SHRINK_CALLS,
+    SHRINK_SECONDS,
+    Budget,
+    BudgetSpent,
+    Oracle,
+    reference_observations,
+    stats,
+)
 from .program import Program
 from .report_types import Evidence
 from .runtime.values import FLOAT_DTYPES, PART_DTYPES
@@ -24,8 +32,8 @@ from .upstream import DEFAULT_TRACKER, Alone, draft, reference_alone
 
 @dataclass
 class MinimizeOptions:
-    max_calls: int = 300
-    max_seconds: float = 20.0
+    max_calls: int = SHRINK_CALLS
+    max_seconds: float = SHRINK_SECONDS
     tracker: str = DEFAULT_TRACKER
     thirds: list[CandidateProcess] = field(default_factory=list)
     versions: str | None = None  # collect_env output; None runs it when a draft needs it

@@ -41,10 +41,14 @@ class BudgetSpent(Exception):
     """The oracle has used its calls or seconds."""
 
 
+SHRINK_CALLS = 300  # oracle calls per finding: the one default of every shrink budget
+SHRINK_SECONDS = 20.0  # and its seconds
+
+
 @dataclass
 class Budget:
-    max_calls: int = 300
-    max_seconds: float = 20.0
+    max_calls: int = SHRINK_CALLS
+    max_seconds: float = SHRINK_SECONDS
     calls: int = 0
     started: float = field(default_factory=time.perf_counter)
 
