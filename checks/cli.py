@@ -275,53 +275,63 @@ def cmd_check(args: argparse.Namespace) -> int:
                 version = run.version
             finally:
                 progress.close()
-        fixed = _classify(result, known) if known is not None else []
-        rechecked = (_recheck(baseline, result, config, specs)
-                     if baseline is not None and stopped is None else [])
-        data = reports.to_json(result, description)
-        if known is not None:
-            data["known_fixed"] = fixed
-        if baseline is not None:
-            data["rechecked"] = rechecked
-        written = write_reports(args.json, args.markdown, data)
-        if args.write_known is not None:
-            _write_known(args.write_known, data["findings"], previous)
-        new = [f for f in result.findings if not _expected(f, known, baseline)]
-        count = len(result.findings)
-        print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
-              f"candidate {config.name} ({reports.packages_line(result.packages) or version}) "
-              f"against torch {result.reference}: "
-              f"{count} finding{'s' if count != 1 else ''}")
-        for finding in result.findings:
-            verdict = finding.extra.get("verdict")
-            mark = finding.extra.get("known")
-            print(f"  {finding.fingerprint}  {finding.kind.value:<18} {finding.op}  "
-                  f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}"
-                  f"{', ' + verdict if verdict else ''}]"
-                  f"{'  known: ' + mark['reason'] if mark else ''}")
-        if baseline is not None:
-            agree = sum(r["agrees"] for r in rechecked)
-            print(f"alignbot: against the baseline {args.baseline}: {len(new)} new, "
-                  f"{sum(baseline.showed(f) for f in result.findings)} pre-existing, {agree} "
-                  f"fixed, {len(rechecked) - agree} not drawn but still there")
-        if known is not None:
-            print(f"alignbot: {len(new)} new, {count - len(new)} known (from {known.source}), "
-                  f"{len(fixed)} fixed")
-            for entry in fixed:
-                print(f"  fixed: {known.source}:{entry['line']} ({entry['entry']}) no longer "
-                      "reproduces: fixed — remove it from the file")
-        sys.stdout.flush()
-        if result.stats.regions:  # a candidate with a program hook: how its programs ran
-            print("alignbot: programs run as one region or call by call: " + ", ".join(
-                f"{count} {mode}" for mode, count in sorted(result.stats.regions.items())),
-                file=sys.stderr)
-        for line in summary(data, written, minimized=not args.no_minimize):
-            print(line, file=sys.stderr)
-        if stopped is not None:
-            return stopped
-        if args.write_known is not None:
-            return 0
-        return 1 if new else 0
+        return _report(args, result, stopped, config, specs, description, version, known,
+                       baseline, previous)
+
+
+def _report(args: argparse.Namespace, result: CheckResult, stopped: int | None,
+            config: CandidateConfig, specs: list[Spec], description: str, version: str,
+            known: KnownFile | None, baseline: Baseline | None, previous: KnownFile | None
+            ) -> int:
+    """Classify the findings (known, against the baseline), write the reports and the known
+    file, print the summary; the exit status: a stop signal's, else 1 when a finding is new."""
+    fixed = _classify(result, known) if known is not None else []
+    rechecked = (_recheck(baseline, result, config, specs)
+                 if baseline is not None and stopped is None else [])
+    data = reports.to_json(result, description)
+    if known is not None:
+        data["known_fixed"] = fixed
+    if baseline is not None:
+        data["rechecked"] = rechecked
+    written = write_reports(args.json, args.markdown, data)
+    if args.write_known is not None:
+        _write_known(args.write_known, data["findings"], previous)
+    new = [f for f in result.findings if not _expected(f, known, baseline)]
+    count = len(result.findings)
+    print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
+          f"candidate {config.name} ({reports.packages_line(result.packages) or version}) "
+          f"against torch {result.reference}: "
+          f"{count} finding{'s' if count != 1 else ''}")
+    for finding in result.findings:
+        verdict = finding.extra.get("verdict")
+        mark = finding.extra.get("known")
+        print(f"  {finding.fingerprint}  {finding.kind.value:<18} {finding.op}  "
+              f"[{finding.spec}, {finding.count} draw{'s' if finding.count != 1 else ''}"
+              f"{', ' + verdict if verdict else ''}]"
+              f"{'  known: ' + mark['reason'] if mark else ''}")
+    if baseline is not None:
+        agree = sum(r["agrees"] for r in rechecked)
+        print(f"alignbot: against the baseline {args.baseline}: {len(new)} new, "
+              f"{sum(baseline.showed(f) for f in result.findings)} pre-existing, {agree} "
+              f"fixed, {len(rechecked) - agree} not drawn but still there")
+    if known is not None:
+        print(f"alignbot: {len(new)} new, {count - len(new)} known (from {known.source}), "
+              f"{len(fixed)} fixed")
+        for entry in fixed:
+            print(f"  fixed: {known.source}:{entry['line']} ({entry['entry']}) no longer "
+                  "reproduces: fixed — remove it from the file")
+    sys.stdout.flush()
+    if result.stats.regions:  # a candidate with a program hook: how its programs ran
+        print("alignbot: programs run as one region or call by call: " + ", ".join(
+            f"{count} {mode}" for mode, count in sorted(result.stats.regions.items())),
+            file=sys.stderr)
+    for line in summary(data, written, minimized=not args.no_minimize):
+        print(line, file=sys.stderr)
+    if stopped is not None:
+        return stopped
+    if args.write_known is not None:
+        return 0
+    return 1 if new else 0
 
 
 def _expected(finding: Finding, known: KnownFile | None, baseline: Baseline | None) -> bool:
