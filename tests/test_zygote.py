@@ -40,6 +40,14 @@ def _parent(pid: int) -> int:
         return int(stat.read().rsplit(")", 1)[1].split()[1])
 
 
+def _gone(pid: int, seconds: float = 10.0) -> bool:
+    """Whether process ``pid`` is gone (within ``seconds``)."""
+    deadline = time.monotonic() + seconds
+    while os.path.exists(f"/proc/{pid}") and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not os.path.exists(f"/proc/{pid}")
+
+
 @pytest.mark.parametrize("how", ["exit", "segfault"])
 def test_a_crash_reads_the_same_and_the_restart_is_a_fork(make_candidate: Any, how: str,
                                                           monkeypatch: pytest.MonkeyPatch
@@ -80,11 +88,7 @@ def test_a_hang_kills_the_forks_whole_session_and_the_zygote_stays(make_candidat
     assert zygote is not None
     outcome = candidate.run(PROGRAM)
     assert outcome.died == "timeout"
-    grandchild = int(marker.read_text())
-    deadline = time.monotonic() + 10
-    while os.path.exists(f"/proc/{grandchild}") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not os.path.exists(f"/proc/{grandchild}"), "the fork's child was left behind"
+    assert _gone(int(marker.read_text())), "the fork's child was left behind"
     assert zygote.alive() and candidate._zygote is zygote
 
 
@@ -104,11 +108,7 @@ def test_a_candidate_that_kills_its_zygote_goes_with_it(make_candidate: Any,
     assert zygote is not None
     outcome = candidate.run(PROGRAM)
     assert outcome.died is not None
-    fork = int(marker.read_text())
-    deadline = time.monotonic() + 10
-    while os.path.exists(f"/proc/{fork}") and time.monotonic() < deadline:
-        time.sleep(0.05)
-    assert not os.path.exists(f"/proc/{fork}"), "the fork was left running"
+    assert _gone(int(marker.read_text())), "the fork was left running"
     assert not zygote.alive()
 
 
