@@ -16,6 +16,7 @@ from service import open_pull as service_open_pull
 from bot import alignment
 from bot.demo import INSTALLATION, _files, _patch, _sha, seed, wait_for
 from bot.queue import JobRecord, JobState, SqlJobQueue
+from bot.stack import quick_check_config
 from bot.storage import make_engine
 from bot.testing.github import Link
 
@@ -55,6 +56,15 @@ def open_pull(github: Any, service: Service) -> str:
     return deliver_opened(github, service, head)
 
 
+def quick_pull(github: Any) -> str:
+    """Pull request #1 whose check fails in its sandbox's setup (exit status 3) after half a
+    second: the whole path of a job (check run, archive, sandbox, completion, comment)
+    without the engine's minutes, for the faults that do not depend on what the check finds;
+    not delivered yet. Its head sha."""
+    base = {CONFIG: quick_check_config(0.5), "ops.py": b"def op(x):\n    return x\n"}
+    return service_open_pull(github, base, {**base, "ops.py": b"def op(x):\n    return 2 * x\n"})
+
+
 def deliver_opened(github: Any, service: Service, head: str) -> str:
     reply = service.deliver(github, "pull_request",
                             github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER))
@@ -74,7 +84,7 @@ def test_a_rate_limit_longer_than_the_wait_bound_reschedules_the_job(
     service = make_service(**FAST, ALIGNBOT_GITHUB_RETRY_HORIZON="60")
     # the check run's completion is refused for 5 s, five times the 1 s the service may wait
     github.secondary_rate_limit(r"/check-runs/\d+$", count=1, retry_after=5, method="PATCH")
-    head = open_pull(github, service)
+    head = deliver_opened(github, service, quick_pull(github))
     wait_for(lambda: posted_or_failed(github, service, head), TIMEOUT,
              "the check run after the rate limit")
     wait_for(lambda: finished(service), TIMEOUT, "its job to be recorded done or failed")
@@ -83,7 +93,8 @@ def test_a_rate_limit_longer_than_the_wait_bound_reschedules_the_job(
     (run,) = github.check_runs_for(OWNER, REPO, head)  # the rerun found the same check run
     assert run.status == "completed" and run.conclusion == "failure"
     assert github.count("POST", r"/check-runs$") == 1
-    assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
+    (comment,) = github.comments_on(OWNER, REPO, NUMBER)
+    assert "exit status 3" in comment.body  # the sandbox ran, twice
     patches = [status for method, path, status in github.requests
                if method == "PATCH" and "/check-runs/" in path]
     assert patches[0] == 403 and patches[-1] == 200
@@ -102,7 +113,7 @@ def test_an_outage_of_the_whole_api_is_retried_until_it_ends(
     # those retries many times over, so the worker's own retries must see it through
     service = make_service(**FAST, ALIGNBOT_GITHUB_RETRY_HORIZON="120",
                            ALIGNBOT_GITHUB_REQUEST_RETRIES="1")
-    _, head = seed(github, BUGGY)
+    head = quick_pull(github)
     github.outage(".", seconds=12, status=503)
     deliver_opened(github, service, head)
     wait_for(lambda: posted_or_failed(github, service, head), TIMEOUT,
@@ -112,7 +123,8 @@ def test_an_outage_of_the_whole_api_is_retried_until_it_ends(
     assert completed(github, head), align_jobs(service)[-1].error
     (run,) = github.check_runs_for(OWNER, REPO, head)
     assert run.status == "completed" and run.conclusion == "failure"
-    assert len(github.comments_on(OWNER, REPO, NUMBER)) == 1
+    (comment,) = github.comments_on(OWNER, REPO, NUMBER)
+    assert "exit status 3" in comment.body
     assert github.count(None, ".") > 0 and any(s == 503 for _, _, s in github.requests)
     (job,) = align_jobs(service)
     assert job.state is JobState.DONE and job.attempts == 1 and job.retries >= 2

@@ -1,7 +1,7 @@
 """bot/stack.py: the App as deployed, one web process and three worker processes on one
-PostgreSQL, the GitHub test server as GitHub. Thirty pull requests in ten repositories, one
-worker SIGKILLed mid-job: every pull request still gets exactly one completed check run and
-one comment."""
+PostgreSQL, the GitHub test server as GitHub. Fifteen pull requests in five repositories (more
+than the six worker threads take at once), one worker SIGKILLed mid-job: every pull request
+still gets exactly one completed check run and one comment."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ from bot.stack import (
 from bot.storage import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
-REPOS, PULLS = 10, 3
+REPOS, PULLS = 5, 3
 
 
 def _worker_pid(worker: str) -> int:
