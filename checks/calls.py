@@ -16,7 +16,7 @@ reference's inputs), shown after the root causes.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .candidate import CandidateProcess, RunOutcome
 from .compare import compare
@@ -33,12 +33,10 @@ from .findings import (
 )
 from .isolate import Sliced, slice_calls
 from .program import Node, Observations, Program, reference_observations, target_of
+from .report_types import FindingExtra
 from .runtime.replay import per_call
 from .signatures import is_forward, mask, mismatch_signature, node_of, role
 from .spec import Spec
-
-if TYPE_CHECKING:  # report_types imports this module's importers
-    from .report_types import FindingExtra
 
 MAX_SLICES = 12  # calls judged alone per program: a draw is a handful of calls
 _NOT_CALLS = ("input", "module", "getattr")

@@ -6,8 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .compare import Mismatch, compare
 from .program import (
@@ -18,6 +17,7 @@ from .program import (
     call_args,
     target_of,
 )
+from .report_types import FindingEntry, FindingExtra
 from .runtime.literals import node_refs, refs
 from .runtime.region import PROGRAM_KEY
 from .runtime.replay import per_call
@@ -31,24 +31,7 @@ from .signatures import (
     precision_cause,
     role,
 )
-
-if TYPE_CHECKING:  # report_types names Kind
-    from .report_types import FindingEntry, FindingExtra
-
-
-class Kind(StrEnum):
-    VALUE = "value-mismatch"
-    GRAD = "grad-mismatch"
-    SHAPE = "shape-mismatch"
-    DTYPE = "dtype-mismatch"
-    STATE = "state-mismatch"
-    CANDIDATE_ERROR = "candidate-error"
-    MISSING_API = "missing-api"
-    REFERENCE_ERROR = "reference-error"
-    CANDIDATE_CRASH = "candidate-crash"
-    CANDIDATE_TIMEOUT = "candidate-timeout"
-    REGION_ERROR = "region-error"
-
+from .vocab import Kind
 
 BACKWARD_OP = "torch.autograd.grad"
 REGION_OP = "alignbot_program"  # the op of a region that failed: the candidate's hook
