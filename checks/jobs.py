@@ -27,7 +27,8 @@ from .engine import CheckResult, Interrupted, Merger, Stats, run_spec
 from .explore import Exploration
 from .findings import Finding
 from .minimize import MinimizeOptions, merge_same_bugs, minimize_all
-from .spec import Spec, SpecSource
+from .spec import Spec
+from .spec_loading import SpecSource
 from .stopping import worker_signals
 
 # What a worker reports while a task runs: ("program", fingerprints), ("finding", None),
