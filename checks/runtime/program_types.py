@@ -6,8 +6,8 @@ are calls, in the three senses the engine and the worker mean (one place for all
 ``is_call``, every node but an input (it has a ``target``, ``args`` and ``kwargs``);
 ``is_step``, a node the forward computes, not one it starts from (an input, a module's
 construction: what a region is handed built); ``is_op_call``, a step that calls an API (a
-function, a method, a module invoked), not an attribute read: what the backward hooks watch
-and the judge blames and replays alone.
+function, a method, a module invoked), not an attribute read: what the backward hooks watch,
+the judge blames and calls.py replays alone.
 
 A Program is a list of nodes (each binds one value, named by its ``id``: ``v0``, ``v1``, ...;
 the elements of a tuple result are ``v3.0``, ``v3.1``, ...), an optional backward plan, and
@@ -198,8 +198,8 @@ def is_step(node: Node) -> bool:
 
 def is_op_call(node: Node) -> bool:
     """A step that calls an API (``call``, ``method``, ``invoke``): not an input, a module's
-    construction or an attribute read (``getattr``). Only these have a backward node the hooks
-    watch, are blamed for a gradient and are judged alone."""
+    construction or an attribute read (``getattr``). Only these are watched by the backward
+    hooks, blamed for a gradient and judged alone."""
     return node["op"] not in ("input", "module", "getattr")
 
 
