@@ -50,7 +50,8 @@ from checks.runtime.program_types import BackwardPlan, CallNode, EncodedLiteral,
 from checks.runtime.replay import _from_numpy as from_numpy
 from checks.runtime.replay import make_input
 from checks.runtime.values import make_array
-from checks.spec import Spec, library_specs
+from checks.spec import Spec
+from checks.spec_loading import library_specs
 
 TARGET = 1.5
 PER_FAMILY = 4

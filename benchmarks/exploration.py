@@ -18,7 +18,8 @@ from typing import Any
 
 from checks.engine import draw_programs
 from checks.explore import Exploration
-from checks.spec import Spec, library_specs
+from checks.spec import Spec
+from checks.spec_loading import library_specs
 
 
 def sweep(specs: list[Spec], n: int | None, steer: bool) -> dict[str, Any]:

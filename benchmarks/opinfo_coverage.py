@@ -27,7 +27,8 @@ from typing import Any
 from checks.engine import draw_programs
 from checks.opinfo import adapter, modules
 from checks.opinfo.specs import catalog, entry_dtypes, render_not_carried, why_not_carried
-from checks.spec import Spec, library_specs
+from checks.spec import Spec
+from checks.spec_loading import library_specs
 
 
 def library_names(names: frozenset[str], targets: dict[str, set[str]]) -> set[str]:

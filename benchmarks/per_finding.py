@@ -27,7 +27,8 @@ from checks.candidate import CandidateProcess  # noqa: E402
 from checks.engine import check  # noqa: E402
 from checks.findings import Finding  # noqa: E402
 from checks.minimize import MinimizeOptions, minimize_all  # noqa: E402
-from checks.spec import Spec, SpecSource  # noqa: E402
+from checks.spec import Spec  # noqa: E402
+from checks.spec_loading import SpecSource  # noqa: E402
 
 PLANTED = ROOT / "tests" / "fixtures"
 

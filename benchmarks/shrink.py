@@ -26,7 +26,8 @@ from checks.engine import check, draw_programs, evaluate, input_elements
 from checks.findings import Finding
 from checks.minimize import reduce
 from checks.oracle import Budget
-from checks.spec import Spec, load_file
+from checks.spec import Spec
+from checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 TARGET_SECONDS, TARGET_CALLS = 20.0, 300

@@ -16,7 +16,7 @@ reference's inputs), shown after the root causes.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .candidate import CandidateProcess, RunOutcome
 from .compare import compare
@@ -32,16 +32,20 @@ from .findings import (
     upstream_of,
 )
 from .isolate import Sliced, slice_calls
-from .program import Node, Observations, Program, reference_observations, target_of
+from .program import (
+    Node,
+    Observations,
+    Program,
+    is_op_call,
+    reference_observations,
+    target_of,
+)
+from .report_types import FindingExtra
 from .runtime.replay import per_call
 from .signatures import is_forward, mask, mismatch_signature, node_of, role
 from .spec import Spec
 
-if TYPE_CHECKING:  # report_types imports this module's importers
-    from .report_types import FindingExtra
-
 MAX_SLICES = 12  # calls judged alone per program: a draw is a handful of calls
-_NOT_CALLS = ("input", "module", "getattr")
 _ID = re.compile(r"\bv\d+\b")
 
 
@@ -134,7 +138,7 @@ def _wanted(spec: Spec, program: Program, ref: Observations, cand: Observations,
     for index, node in enumerate(program["nodes"]):
         if len(wanted) >= budget:
             break
-        if node["op"] in _NOT_CALLS or (node["id"] in skip and node["id"] not in to_confirm):
+        if not is_op_call(node) or (node["id"] in skip and node["id"] not in to_confirm):
             continue
         if only is not None and node.get("target") != only:
             continue
@@ -182,7 +186,7 @@ def _unplaced(program: Program, found: list[Finding], agreed: set[str]) -> bool:
     """A backward failure of the chained run that no call judged alone confirmed: charged to
     ``torch.autograd.grad``, to no call (an input, a module), or to a guess that agreed
     alone."""
-    calls = {n["id"] for n in program["nodes"] if n["op"] not in _NOT_CALLS}
+    calls = {n["id"] for n in program["nodes"] if is_op_call(n)}
     for finding in found:
         backward = finding.kind is Kind.GRAD or finding.key == "backward"
         if not backward or finding.extra.get("judged_alone"):
@@ -205,7 +209,7 @@ def _without_consequences(spec: Spec, program: Program, ref: Observations,
     ancestors = upstream_of(program)
     everything = found + alone
     kept = []
-    calls = {n["id"] for n in program["nodes"] if n["op"] not in _NOT_CALLS}
+    calls = {n["id"] for n in program["nodes"] if is_op_call(n)}
     for finding in found:
         node = finding.node
         if finding.op == BACKWARD_OP and not node and _explained(finding, alone):

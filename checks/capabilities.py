@@ -9,15 +9,13 @@ from __future__ import annotations
 import dataclasses
 import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .compare import TOLERANCES
+from .report_types import CapabilitiesEntry
 from .spec import Spec
 
 Precision = typing.Literal["float16", "bfloat16", "float32", "float64"]  # report_types' too
-
-if TYPE_CHECKING:  # report_types imports triage, which imports the engine, which imports this
-    from .report_types import CapabilitiesEntry
 
 PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
 KNOWN = frozenset({"gradients"})  # the keys alignbot_capabilities may hold

@@ -31,7 +31,8 @@ from .presets import PRESETS, NoCandidate
 from .progress import Progress
 from .report_files import OutputError, check_output, summary, write_reports
 from .report_types import FindingEntry, KnownMark, Rechecked
-from .spec import Spec, SpecFileError, SpecSource
+from .spec import Spec
+from .spec_loading import SpecFileError, SpecSource
 from .stopping import exit_status, stop_on_signals
 from .trace import SpecError
 from .upstream import DEFAULT_TRACKER

@@ -6,8 +6,7 @@ import hashlib
 import re
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .compare import Mismatch, compare
 from .program import (
@@ -16,8 +15,11 @@ from .program import (
     Program,
     as_json,
     call_args,
+    is_op_call,
+    is_step,
     target_of,
 )
+from .report_types import FindingEntry, FindingExtra
 from .runtime.literals import node_refs, refs
 from .runtime.region import PROGRAM_KEY
 from .runtime.replay import per_call
@@ -31,24 +33,7 @@ from .signatures import (
     precision_cause,
     role,
 )
-
-if TYPE_CHECKING:  # report_types names Kind
-    from .report_types import FindingEntry, FindingExtra
-
-
-class Kind(StrEnum):
-    VALUE = "value-mismatch"
-    GRAD = "grad-mismatch"
-    SHAPE = "shape-mismatch"
-    DTYPE = "dtype-mismatch"
-    STATE = "state-mismatch"
-    CANDIDATE_ERROR = "candidate-error"
-    MISSING_API = "missing-api"
-    REFERENCE_ERROR = "reference-error"
-    CANDIDATE_CRASH = "candidate-crash"
-    CANDIDATE_TIMEOUT = "candidate-timeout"
-    REGION_ERROR = "region-error"
-
+from .vocab import Kind
 
 BACKWARD_OP = "torch.autograd.grad"
 REGION_OP = "alignbot_program"  # the op of a region that failed: the candidate's hook
@@ -330,7 +315,7 @@ def _chain_break(program: Program, ref: Observations, cand: Observations, keys: 
     none_side = cand if _is_none(cand.get(keys[0])) else ref
     full_side = ref if none_side is cand else cand
     mine, theirs = per_call(full_side), per_call(none_side)
-    calls = [n for n in program["nodes"] if n["op"] not in _NOT_CALLS]
+    calls = [n for n in program["nodes"] if is_op_call(n)]
     for node in reversed(calls):
         full, cut = mine.get(node["id"]), theirs.get(node["id"])
         if not full or not cut or len(full.get("in") or []) != len(cut.get("in") or []):
@@ -400,8 +385,7 @@ def region_finding(program: Program, cand: Observations, spec: str) -> Finding |
     error = note.get("error")
     if not isinstance(error, dict):
         return None
-    calls = list(dict.fromkeys(target_of(n) for n in program["nodes"]
-                               if n["op"] not in ("input", "module")))
+    calls = list(dict.fromkeys(target_of(n) for n in program["nodes"] if is_step(n)))
     named = ", ".join(calls[:6]) + (f" and {len(calls) - 6} more" if len(calls) > 6 else "")
     message = (f"alignbot_program raised {error.get('type')}: {error.get('message')} on the "
                f"region of {named}; called one by one, the same calls ran (their results "
@@ -412,7 +396,6 @@ def region_finding(program: Program, cand: Observations, spec: str) -> Finding |
 
 _BACKWARD_NAME = re.compile(r"\b_*([A-Za-z][A-Za-z0-9]*?)Backward\d*\b"
                             r"|\b([a-z][a-z0-9_]*?)_backward\b")
-_NOT_CALLS = ("input", "module", "getattr")
 
 
 def _squash(name: str) -> str:
@@ -425,13 +408,13 @@ def backward_call(program: Program, obs: dict[str, Any]) -> Node | None:
     ``replication_pad2d_backward``), else None."""
     nodes = {n["id"]: n for n in program["nodes"]}
     hooked = nodes.get(str(obs.get("node", "")))
-    if hooked is not None and hooked["op"] not in _NOT_CALLS:
+    if hooked is not None and is_op_call(hooked):
         return hooked
     text = f"{obs.get('message', '')}\n{obs.get('traceback', '')}"
     wanted = [_squash(a or b) for a, b in _BACKWARD_NAME.findall(text)]
     for name in reversed([w for w in wanted if w]):
         for node in reversed(program["nodes"]):
-            if node["op"] in _NOT_CALLS or node.get("raises"):
+            if not is_op_call(node) or node.get("raises"):
                 continue
             own = node.get("name")
             last = str(own) if own else str(node.get("target", "")).rsplit(".", 1)[-1]
@@ -491,8 +474,7 @@ def _blame_backward(program: Program, bad: dict[str, Mismatch],
     autograd gets wrong."""
     node, key = _first_wrong(program, bad, ref_calls or {}, cand_calls or {}, rtol, atol,
                              agreed_alone or ())
-    if agreed_alone is None or (node["id"] not in agreed_alone
-                                and node["op"] not in _NOT_CALLS):
+    if agreed_alone is None or (node["id"] not in agreed_alone and is_op_call(node)):
         return Blame(node, key)
     ancestors = upstream_of(program)
     writers = [n for n in program["nodes"] if n.get("inplace")
@@ -514,7 +496,7 @@ def _first_wrong(program: Program, bad: dict[str, Mismatch],
     bad_ids = {k[len("grad:"):] for k in bad}
     guess: tuple[Node, str] | None = None
     for node in reversed(program["nodes"]):
-        if node["op"] in ("input", "module"):
+        if not is_step(node):
             continue
         arg_refs = node_refs(node)
         hits = sorted(i for i in bad_ids for r in arg_refs if i == r or i.startswith(r + ":"))

@@ -28,7 +28,8 @@ from .explore import Exploration
 from .findings import Finding
 from .minimize import MinimizeOptions, merge_same_bugs, minimize_all
 from .oracle import SHRINK_CALLS, SHRINK_SECONDS
-from .spec import Spec, SpecSource
+from .spec import Spec
+from .spec_loading import SpecSource
 from .stopping import worker_signals
 from .upstream import DEFAULT_TRACKER
 

@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from .findings import Kind
+from .vocab import Kind
 
 if TYPE_CHECKING:
     from .findings import Finding

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from .findings import Finding
 from .program import Program, as_json
 from .report_types import Evidence, FindingEntry, FindingExtra, Numbers, Shrink
-from .triage import Verdict
+from .vocab import Verdict
 
 
 @dataclass

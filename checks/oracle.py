@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,12 +29,10 @@ from .program import (
     complete_states,
     reference_observations,
 )
+from .report_types import Shrink
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .spec import Spec
-
-if TYPE_CHECKING:  # report_types imports triage, which imports this module
-    from .report_types import Shrink
 
 
 class BudgetSpent(Exception):

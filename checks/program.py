@@ -31,6 +31,8 @@ from .runtime.program_types import (
     call_args,
     call_kwargs,
     is_call,
+    is_op_call,
+    is_step,
     target_of,
 )
 from .runtime.program_types import (
@@ -44,7 +46,8 @@ __all__ = [
     "DtypeLiteral", "EllipsisLiteral", "EncodedArray", "EncodedLiteral", "FloatLiteral",
     "InputNode", "LiteralRecipe", "Node", "NodeOp", "Observations", "PatternRecipe", "Program",
     "ProgramData", "Recipe", "RefLiteral", "Scalar", "SizeLiteral", "SliceLiteral", "TupleLiteral",
-    "UniformRecipe", "call_args", "call_kwargs", "is_call", "reference_observations", "target_of",
+    "UniformRecipe", "call_args", "call_kwargs", "is_call", "is_op_call", "is_step",
+    "reference_observations", "target_of",
 ]
 
 Program = ProgramData

@@ -129,7 +129,7 @@ class SpecFile(pytest.File):
     """A file of ``@autotest`` specs."""
 
     def collect(self) -> Iterator[pytest.Item]:
-        from .spec import load_file
+        from .spec_loading import load_file
 
         specs = load_file(self.path)
         if not specs:

@@ -16,8 +16,7 @@ evaluated annotation, and ``__required_keys__`` must be right for the App's test
 
 from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
 
-from .findings import Kind
-from .triage import Verdict
+from .vocab import Kind, Verdict
 
 # A float, or its repr() where JSON has none (``_finite`` in checks/report.py).
 Measure: TypeAlias = float | Literal["inf", "-inf", "nan"]

@@ -34,7 +34,7 @@ from .codegen import statements, tensor_expr
 from .compare import tolerance
 from .findings import Finding, Kind
 from .oracle import reference_observations
-from .program import BackwardPlan, Program, call_args, call_kwargs
+from .program import BackwardPlan, Program, call_args, call_kwargs, is_step
 from .report import environment
 from .runtime.literals import ref_of, refs
 from .runtime.replay import NOT_COMPUTING_CALLS, NOT_COMPUTING_METHODS, NOT_COMPUTING_PREFIXES
@@ -76,7 +76,7 @@ def variable_names(program: Program) -> dict[str, str]:
 
     roles: dict[str, str] = {}
     for node in nodes:
-        if node["op"] in ("input", "module"):
+        if not is_step(node):
             continue
         args = call_args(node)[1:] if node["op"] == "invoke" else call_args(node)
         for position, arg in enumerate(args):
@@ -86,7 +86,7 @@ def variable_names(program: Program) -> dict[str, str]:
         for key, value in call_kwargs(node).items():
             for ref in refs(value):
                 roles.setdefault(ref, key)
-    calls = [n["id"] for n in nodes if n["op"] not in ("input", "module")]
+    calls = [n["id"] for n in nodes if is_step(n)]
     names: dict[str, str] = {}
     for node in nodes:
         if node["op"] == "module":

@@ -20,8 +20,7 @@ import math
 import sys
 import warnings
 from dataclasses import dataclass
-from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -39,12 +38,11 @@ from .oracle import (
     reference_observations,
 )
 from .program import Observations, Program, is_call
+from .report_types import Evidence, Side
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES
-
-if TYPE_CHECKING:  # report_types names Verdict
-    from .report_types import Evidence, Side
+from .vocab import Verdict
 
 MULTIPLIER = 2.0
 # Gradients against finite differences: torch.autograd.gradcheck's tolerances (FD_RTOL,
@@ -65,13 +63,6 @@ EPS = {"float16": 9.77e-4, "bfloat16": 7.81e-3, "float32": 1.19e-7, "float64": 2
        "complex32": 9.77e-4, "complex64": 1.19e-7, "complex128": 2.22e-16, **FLOAT8_EPS}
 WIDE = {**{name: "float64" for name in FLOAT_DTYPES},
         **{name: "complex128" for name in COMPLEX_DTYPES}}  # what to_float64 computes in
-
-
-class Verdict(StrEnum):
-    CANDIDATE_BUG = "candidate-bug"
-    REFERENCE_SUSPECT = "reference-suspect"
-    TOLERANCE_NOISE = "tolerance-noise"
-    UNDETERMINED = "undetermined"
 
 
 @dataclass

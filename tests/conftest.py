@@ -17,7 +17,8 @@ from bot.queue import SqlJobQueue
 from bot.testing.github import GitHubServer
 from checks import CandidateConfig, CandidateProcess, preset
 from checks.cli import main as check_main
-from checks.spec import Spec, load_file
+from checks.spec import Spec
+from checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # The GitHub test server seeded and schema-checked, with PyGithub clients (server, integration,

@@ -181,7 +181,7 @@ def test_exploration_counts_what_free_and_steered_draws_exercise(tmp_path: Path)
 
 def test_real_candidates_figures_come_from_the_report() -> None:
     real = _load("real_candidates")
-    from checks.spec import library_specs
+    from checks.spec_loading import library_specs
 
     # a misspelt name would silently check one spec less
     assert set(real.SAMPLE) <= {s.name for s in library_specs()}

@@ -14,7 +14,8 @@ from checks.cli import main
 from checks.engine import CheckResult, check
 from checks.findings import BACKWARD_OP, Kind
 from checks.report import render_markdown
-from checks.spec import Spec, load_file
+from checks.spec import Spec
+from checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PRELUDE = (FIXTURES / "chained_bugs_prelude.py").read_text()

@@ -228,7 +228,7 @@ def two_bugs_runs() -> Any:
     from pathlib import Path
 
     from checks import CandidateConfig, CandidateProcess
-    from checks.spec import load_file
+    from checks.spec_loading import load_file
 
     fixtures = Path(__file__).parent / "fixtures"
     specs = load_file(fixtures / "two_bugs_specs.py")

@@ -23,7 +23,8 @@ from checks.findings import (
 )
 from checks.runtime.replay import AUTOGRAD_KEY, BackwardTracker, Hooks, replay
 from checks.runtime.replay import seed as seed_reference
-from checks.spec import Spec, load_file
+from checks.spec import Spec
+from checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

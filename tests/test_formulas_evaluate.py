@@ -17,7 +17,7 @@ from checks.formulas import FUNCTIONS, MODULES, formula_observations
 from checks.formulas.gradients import formula_gradients
 from checks.formulas.source import standalone, summary
 from checks.oracle import finite_differences, reference_observations
-from checks.spec import library_specs
+from checks.spec_loading import library_specs
 from checks.triage import to_float64
 
 FAMILIES = ("pooling", "interpolation", "losses", "normalization")

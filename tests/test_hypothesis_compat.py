@@ -22,7 +22,7 @@ if sys.argv[3] == "load":
     import user_constants  # noqa: F401
 from hypothesis import given, seed, settings, strategies as st, Phase
 from checks.engine import draw_programs
-from checks.spec import load_file
+from checks.spec_loading import load_file
 
 if sys.argv[1] == "engine":
     from pathlib import Path

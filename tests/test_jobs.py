@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from checks.cli import main
-from checks.spec import SpecSource, load_file
+from checks.spec_loading import SpecSource, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PLANTED = str(FIXTURES / "planted_specs.py")

@@ -22,7 +22,8 @@ from checks import CandidateProcess, check
 from checks import library as library_package
 from checks.cli import main
 from checks.engine import draw_programs
-from checks.spec import Spec, library_specs
+from checks.spec import Spec
+from checks.spec_loading import library_specs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DRAWS = 4

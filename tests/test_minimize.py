@@ -20,7 +20,7 @@ from checks.findings import Kind
 from checks.oracle import Budget, Oracle
 from checks.repro import run_script
 from checks.shrink import Shrinker
-from checks.spec import load_file
+from checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -53,7 +53,7 @@ def test_paddle_compat_findings_are_real_and_named(paddle_run: Any) -> None:
 
 @pytest.mark.slow
 def test_dtypes_paddle_lacks_are_findings_and_complex_agrees() -> None:
-    from checks.spec import library_specs
+    from checks.spec_loading import library_specs
 
     specs = [s for s in library_specs()
              if s.name in ("precision.softmax_low_precision", "precision.matmul_precision")]

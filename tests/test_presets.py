@@ -69,7 +69,7 @@ def test_compile_program_preset_compiles_a_whole_program_and_agrees() -> None:
     # with probes for the intermediates' gradients; everything agrees with eager
     from pathlib import Path
 
-    from checks.spec import load_file
+    from checks.spec_loading import load_file
 
     specs = load_file(Path(__file__).parent / "fixtures" / "fusion_specs.py")
     with CandidateProcess(preset("torch-compile-program", timeout=300)) as candidate:

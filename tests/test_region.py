@@ -13,7 +13,8 @@ from checks.cli import main
 from checks.engine import check, draw_programs
 from checks.runtime.region import replay_program
 from checks.runtime.replay import Hooks
-from checks.spec import Spec, load_file
+from checks.spec import Spec
+from checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

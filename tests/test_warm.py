@@ -14,7 +14,7 @@ from checks import presets, repro
 from checks.candidate import CandidateProcess
 from checks.engine import check
 from checks.minimize import MinimizeOptions, minimize_all
-from checks.spec import SpecSource
+from checks.spec_loading import SpecSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCRIPT = """import sys

@@ -1,7 +1,13 @@
 """The Program format as types: what a drawn program is on the wire (JSON, so TypedDicts).
 
 Only ``typing``: the worker imports this in the candidate's interpreter. The helpers at the
-end narrow a node for the type checker where its ``op`` alone does not.
+end narrow a node for the type checker where its ``op`` alone does not, and say which nodes
+are calls, in the three senses the engine and the worker mean (one place for all three):
+``is_call``, every node but an input (it has a ``target``, ``args`` and ``kwargs``);
+``is_step``, a node the forward computes, not one it starts from (an input, a module's
+construction: what a region is handed built); ``is_op_call``, a step that calls an API (a
+function, a method, a module invoked), not an attribute read: what the backward hooks watch,
+the judge blames and calls.py replays alone.
 
 A Program is a list of nodes (each binds one value, named by its ``id``: ``v0``, ``v1``, ...;
 the elements of a tuple result are ``v3.0``, ``v3.1``, ...), an optional backward plan, and
@@ -182,6 +188,19 @@ class Program(TypedDict):
 def is_call(node: Node) -> TypeGuard[CallNode]:
     """Any node but an input: it has a ``target``, ``args`` and ``kwargs``."""
     return node["op"] != "input"
+
+
+def is_step(node: Node) -> bool:
+    """A node the forward computes: a call, a method, a module invoked, an attribute read; not
+    an input nor a module's construction, which the steps start from."""
+    return node["op"] not in ("input", "module")
+
+
+def is_op_call(node: Node) -> bool:
+    """A step that calls an API (``call``, ``method``, ``invoke``): not an input, a module's
+    construction or an attribute read (``getattr``). Only these are watched by the backward
+    hooks, blamed for a gradient and judged alone."""
+    return node["op"] not in ("input", "module", "getattr")
 
 
 def target_of(node: Node) -> str:

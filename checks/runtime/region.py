@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 try:  # imported as part of the ``checks`` package in the engine
     from .literals import ref_of, refs
+    from .program_types import is_step
     from .replay import (
         Hooks,
         Observations,
@@ -51,6 +52,7 @@ try:  # imported as part of the ``checks`` package in the engine
     from .values import is_tensor
 except ImportError:  # imported as a top-level module inside the worker
     from literals import ref_of, refs  # type: ignore[no-redef]
+    from program_types import is_step  # type: ignore[no-redef]
     from replay import (  # type: ignore[no-redef]
         Hooks,
         Observations,
@@ -84,7 +86,7 @@ class RegionFailed(Exception):
 def eager_reason(program: Program) -> str | None:
     """Why this program cannot run as one region, or None when it can."""
     nodes = program["nodes"]
-    calls = [n for n in nodes if n["op"] not in ("input", "module")]
+    calls = [n for n in nodes if is_step(n)]
     if not calls:
         return "no calls"
     if any(n.get("raises") for n in nodes):
@@ -162,7 +164,7 @@ def make_probes(torch: Any, like: dict[str, Any]) -> dict[str, Any]:
 
 
 def _calls(program: Program) -> list[Node]:
-    return [n for n in program["nodes"] if n["op"] not in ("input", "module")]
+    return [n for n in program["nodes"] if is_step(n)]
 
 
 def replay_program(torch: Any, program: Program, hooks: Hooks,
@@ -189,7 +191,7 @@ def _replay_region(torch: Any, program: Program, hooks: Hooks,
                    progress: Callable[[int], None] | None) -> Observations:
     values: dict[str, Any] = {}
     for index, node in enumerate(program["nodes"]):
-        if node["op"] in ("input", "module"):
+        if not is_step(node):
             if progress is not None:
                 progress(index)
             values[node["id"]] = run_node(torch, node, values, hooks)

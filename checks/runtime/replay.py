@@ -28,7 +28,7 @@ import numpy as np
 
 try:  # imported as part of the ``checks`` package in the engine
     from .literals import is_ref, ref_of
-    from .program_types import call_args, call_kwargs, is_call
+    from .program_types import call_args, call_kwargs, is_call, is_op_call
     from .values import (
         COMPLEX_DTYPES,
         cast_input,
@@ -42,7 +42,12 @@ try:  # imported as part of the ``checks`` package in the engine
     )
 except ImportError:  # imported as a top-level module inside the worker
     from literals import is_ref, ref_of  # type: ignore[no-redef]
-    from program_types import call_args, call_kwargs, is_call  # type: ignore[no-redef]
+    from program_types import (  # type: ignore[no-redef]
+        call_args,
+        call_kwargs,
+        is_call,
+        is_op_call,
+    )
     from values import (  # type: ignore[no-redef]
         COMPLEX_DTYPES,
         cast_input,
@@ -166,7 +171,7 @@ class BackwardTracker:
     def watch(self, node: Node, result: Any) -> None:
         """Hook the backward nodes of a call's results, right after the call ran (a later
         in-place call gives the same tensor another node)."""
-        if node["op"] in ("input", "module", "getattr"):
+        if not is_op_call(node):
             return
         for item in _leaves(result):
             if not is_tensor(self.torch, item):

@@ -1,0 +1,37 @@
+"""The engine's vocabulary: what a finding is (``Kind``) and who is wrong (``Verdict``).
+
+The bottom of the engine: this module imports nothing from ``checks/``, so every module can
+name these words, ``report_types.py`` included, without an import circle. Which nodes of a
+Program are calls, in each of the senses the engine uses, is told by the predicates of
+``checks/runtime/program_types.py`` instead: the candidate's worker tests nodes too, and it
+imports nothing outside ``checks/runtime/``.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Kind(StrEnum):
+    """What diverged: a mismatch of one observation, or a failure of one side."""
+
+    VALUE = "value-mismatch"
+    GRAD = "grad-mismatch"
+    SHAPE = "shape-mismatch"
+    DTYPE = "dtype-mismatch"
+    STATE = "state-mismatch"
+    CANDIDATE_ERROR = "candidate-error"
+    MISSING_API = "missing-api"
+    REFERENCE_ERROR = "reference-error"
+    CANDIDATE_CRASH = "candidate-crash"
+    CANDIDATE_TIMEOUT = "candidate-timeout"
+    REGION_ERROR = "region-error"
+
+
+class Verdict(StrEnum):
+    """Who is wrong about a finding, as triage (``checks/triage.py``) decides it."""
+
+    CANDIDATE_BUG = "candidate-bug"
+    REFERENCE_SUSPECT = "reference-suspect"
+    TOLERANCE_NOISE = "tolerance-noise"
+    UNDETERMINED = "undetermined"
