@@ -90,9 +90,9 @@ from .runner import (
     _result,
     _Run,
     _short,
-    scrub,
 )
-from .runner import _sweep as _sweep
+from .scrub import scrub
+from .trampoline import _sweep as _sweep
 from .workspace import (
     OWNER_FILE,
     PREFIX,

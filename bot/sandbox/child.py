@@ -1,7 +1,7 @@
 """The trampoline and the worker: what runs between the service's fork+exec and the command's
 exec, privileged (it may join cgroups, drop its uid, confine itself).
 
-The service runs this file as a script (``runner._TRAMPOLINE``), never calls into it: it
+The service runs this file as a script (``trampoline._TRAMPOLINE``), never calls into it: it
 needs only the standard library (and ``confine.py`` beside it, loaded by path) and imports
 nothing else of this package, so it works however the service was installed, and ``-I`` keeps
 the environment and the working folder out of it. The service imports it only for ``_under``

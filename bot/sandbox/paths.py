@@ -17,7 +17,7 @@ from .child import _under
 
 if TYPE_CHECKING:
     from ..config import RepoConfig
-    from .plan import Containment
+    from .containment import Containment
 
 TMP_DIRS = ("/tmp", "/var/tmp", "/dev/shm")
 SECRET_DIRS = ("/run/secrets",)

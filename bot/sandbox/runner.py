@@ -12,17 +12,17 @@ import re
 import select
 import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..nesting import map_strings
 from . import child, confine, view
 from .paths import TMP_DIRS
 from .plan import SandboxLimits, _Plan, _size
+from .scrub import scrub
+from .trampoline import _TRAMPOLINE, _TRAMPOLINE_ENV
 
 if TYPE_CHECKING:
     from .workspace import _Workspace
@@ -46,39 +46,6 @@ class SandboxResult:
     isolation: list[str] = field(default_factory=list)
     limits: list[str] = field(default_factory=list)  # applied, and what could not be and why
 
-
-
-# --------------------------------------------------------------------------- scrubbing
-
-_SECRET_PATTERNS = [
-    (re.compile(r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY-----.*?(?:-----END[A-Z0-9 ]*PRIVATE KEY-----"
-                r"|\Z)", re.S), "[redacted private key]"),
-    (re.compile(r"[A-Za-z0-9+/=\s]{32,}-----END[A-Z0-9 ]*PRIVATE KEY-----"),
-     "[redacted private key]"),
-    (re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,})"),
-     "[redacted token]"),
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
-     "[redacted token]"),
-    (re.compile(r"\bv1\.[0-9a-f]{40}\b"), "[redacted token]"),
-]
-_SECRET_NAME = re.compile(r"SECRET|TOKEN|PASSWORD|PRIVATE|_KEY|CREDENTIAL", re.I)
-
-
-def scrub(text: str) -> str:
-    """Redact token-like strings and the values of the service's secret-looking variables."""
-    for pattern, replacement in _SECRET_PATTERNS:
-        text = pattern.sub(replacement, text)
-    for name, value in os.environ.items():
-        if _SECRET_NAME.search(name):
-            for part in {value, *value.split(",")}:
-                if len(part.strip()) >= 8:
-                    text = text.replace(part.strip(), "[redacted]")
-    return text
-
-
-def _scrub_data(value: Any) -> Any:
-    """Every string in JSON data scrubbed, without recursion: the data is untrusted."""
-    return map_strings(value, scrub)
 
 
 def _tail(data: bytes) -> str:
@@ -148,21 +115,6 @@ _SIGNAL_CAUSE = {
 
 
 # --------------------------------------------------------------------------- one command
-
-_TRAMPOLINE_ENV = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}
-# child.py, run as a script: it needs only the standard library, so it works however the
-# service was installed, -I keeps the environment and the working folder out of it, and -S
-# skips site-packages (it runs twice per command: the trampoline, then the worker inside).
-_TRAMPOLINE = [sys.executable, "-I", "-S", "-B", os.path.abspath(child.__file__)]
-
-
-def _sweep(uid: int) -> None:
-    """Kill everything still running as the dedicated uid (``kill(-1)`` from that uid)."""
-    with contextlib.suppress(OSError, subprocess.SubprocessError):
-        subprocess.run([*_TRAMPOLINE, "--sweep", str(uid)],
-                       stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                       stderr=subprocess.DEVNULL, timeout=30, cwd="/", env=_TRAMPOLINE_ENV)
-
 
 
 @dataclass

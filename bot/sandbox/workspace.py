@@ -27,7 +27,8 @@ from . import cgroup
 from .child import MIB
 from .paths import exposed_paths, hidden_paths
 from .plan import UID_BASE, UID_COUNT, Containment, _Plan, _size
-from .runner import _scrub_data, _sweep
+from .scrub import _scrub_data
+from .trampoline import _sweep
 
 if TYPE_CHECKING:
     from ..config import RepoConfig
