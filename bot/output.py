@@ -19,6 +19,7 @@ from checks.report import candidate_line as candidate_line  # what alignment.py 
 from checks.report import environment, packages_line
 from checks.report_types import Cause, FindingEntry
 from checks.triage import Verdict
+from checks.vocab import DEFAULT_TRACKER
 
 from .baseline import Classified
 from .engine_report import EngineFinding, EngineReport, new_issue_link
@@ -54,7 +55,7 @@ class CheckContext:
     seconds: float = 0.0
     patches: dict[str, str] = field(default_factory=dict)  # op file -> unified diff patch
     op_files_for: dict[str, list[str]] = field(default_factory=dict)  # spec glob -> op files
-    tracker: str = "pytorch/pytorch"
+    tracker: str = DEFAULT_TRACKER
     full_report_url: str | None = None
     isolation: list[str] = field(default_factory=list)  # the sandbox's layers, as it applied them
     limits: list[str] = field(default_factory=list)  # its limits, and those it could not apply

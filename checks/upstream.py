@@ -19,8 +19,8 @@ from .program import Program
 from .report import environment
 from .report_types import Evidence, FindingEntry
 from .repro import body, run_script, variable_names
+from .vocab import DEFAULT_TRACKER as DEFAULT_TRACKER
 
-DEFAULT_TRACKER = "pytorch/pytorch"
 URL_LIMIT = 8000
 
 

@@ -1,4 +1,5 @@
-"""The engine's vocabulary: what a finding is (``Kind``) and who is wrong (``Verdict``).
+"""The engine's vocabulary: what a finding is (``Kind``), who is wrong (``Verdict``), and
+where a draft against the reference goes unless told otherwise (``DEFAULT_TRACKER``).
 
 The bottom of the engine: this module imports nothing from ``checks/``, so every module can
 name these words, ``report_types.py`` included, without an import circle. Which nodes of a
@@ -10,6 +11,8 @@ imports nothing outside ``checks/runtime/``.
 from __future__ import annotations
 
 from enum import StrEnum
+
+DEFAULT_TRACKER = "pytorch/pytorch"  # the reference's issue tracker: the one default of it
 
 
 class Kind(StrEnum):

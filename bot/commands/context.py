@@ -21,6 +21,7 @@ from github.Repository import Repository
 from sqlalchemy import Engine
 
 from checks.report import environment
+from checks.vocab import DEFAULT_TRACKER as DEFAULT_TRACKER  # where a config is unreadable
 
 from ..config import RepoConfig, Trust
 from ..github import GitHubApp
@@ -38,8 +39,6 @@ from ..policy import (
 from ..queue import JobQueue
 from ..tenancy import Tenant
 from .parser import Command
-
-DEFAULT_TRACKER = "pytorch/pytorch"  # a repository without a readable config
 
 
 class Refusal(StrEnum):

@@ -21,6 +21,8 @@ from pydantic import (
     model_validator,
 )
 
+from checks.vocab import DEFAULT_TRACKER
+
 from .globs import PathGlob, SpecGlob, glob_match
 
 # Kept in step with checks.presets.PRESETS (a test checks it); not imported, so that loading a
@@ -166,7 +168,7 @@ class Tolerances(_Strict):
 class Upstream(_Strict):
     """Where drafts go when the reference (PyTorch) looks wrong."""
 
-    tracker: OwnerRepo = Field(default="pytorch/pytorch",
+    tracker: OwnerRepo = Field(default=DEFAULT_TRACKER,
                                description="where upstream drafts for reference bugs are filed")
     tracking_repo: OwnerRepo | None = Field(default=None, description="this project's own "
                                             "repository for tracking issues (optional)")
