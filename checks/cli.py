@@ -36,6 +36,7 @@ from .spec_loading import SpecFileError, SpecSource
 from .stopping import exit_status, stop_on_signals
 from .trace import SpecError
 from .upstream import DEFAULT_TRACKER
+from .vocab import relative_interpreter
 
 TRACKER = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 
@@ -78,7 +79,7 @@ def default_jobs() -> int:
 def _interpreter(value: str) -> str:
     """A path to an interpreter is the caller's: the worker starts in another folder. A bare
     name (``python3``) is looked up on PATH as given."""
-    return os.path.abspath(value) if os.sep in value else value
+    return os.path.abspath(value) if relative_interpreter(value) else value
 
 
 def _jobs(value: str) -> int:

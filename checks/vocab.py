@@ -15,6 +15,13 @@ from enum import StrEnum
 DEFAULT_TRACKER = "pytorch/pytorch"  # the reference's issue tracker: the one default of it
 
 
+def relative_interpreter(python: str) -> bool:
+    """Whether a candidate's interpreter is named by a relative path (``.venv/bin/python``):
+    it is then relative to where it was given (the caller's folder, the repository's root);
+    a bare name (``python3``) is looked up on PATH as it is, an absolute path stays."""
+    return "/" in python and not python.startswith("/")
+
+
 class Kind(StrEnum):
     """What diverged: a mismatch of one observation, or a failure of one side."""
 

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from checks.vocab import DEFAULT_TRACKER
+from checks.vocab import DEFAULT_TRACKER, relative_interpreter
 
 from .globs import PathGlob, SpecGlob, glob_match
 
@@ -138,7 +138,7 @@ class CandidateSection(_Strict):
         args = (["--candidate", self.preset] if self.preset is not None
                 else ["--prelude", self.prelude or ""])
         if self.python:
-            relative = "/" in self.python and not self.python.startswith("/")
+            relative = relative_interpreter(self.python)
             python = str(repo_root / self.python) if relative and repo_root else self.python
             args += ["--python", python]
         for api, target in self.overrides.items():
