@@ -26,14 +26,16 @@ def _alignbot(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.slow
-def test_same_seed_gives_byte_identical_json_reports(tmp_path: Path) -> None:
+def test_same_seed_gives_byte_identical_json_reports(tmp_path: Path, capsys: Any) -> None:
     prelude = (FIXTURES / "planted_prelude.py").read_text()
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
-    for path in paths:
-        proc = _alignbot("check", "--prelude", prelude, "--spec-file", PLANTED, "--seed", "5",
-                         "--ops", "softplus*,tanh*,batchnorm*,mean*", "--json", str(path),
-                         "--no-timings")
-        assert proc.returncode == 1, proc.stderr
+    # one job (that --jobs N gives the same report is tests/test_jobs.py's); one run in its
+    # own process, one in this one: two processes, two hash seeds
+    args = ["check", "--prelude", prelude, "--spec-file", PLANTED, "--seed", "5", "--ops",
+            "softplus*,tanh*,batchnorm*,mean*", "--no-timings", "--jobs", "1"]
+    proc = _alignbot(*args, "--json", str(paths[0]))
+    assert proc.returncode == 1, proc.stderr
+    assert main([*args, "--json", str(paths[1]), "--no-progress"]) == 1, capsys.readouterr().err
     assert paths[0].read_bytes() == paths[1].read_bytes()
     report = json.loads(paths[0].read_text())
     assert report["seed"] == 5 and report["specs_run"] == 4
@@ -61,8 +63,12 @@ def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -
 @pytest.mark.parametrize(("args", "message"), [
     (["check", "--candidate", "nope"], "unknown candidate preset 'nope'"),
     (["check"], "--candidate PRESET or --prelude CODE"),
-    (["check", "--prelude", "raise SystemError('no device')"], "prelude failed: SystemError"),
-    (["check", "--candidate", "torch", "--python", "/no/python"], "cannot start the candidate"),
+    # one job: no worker processes to start first (tests/test_jobs.py has a prelude that fails
+    # in the workers)
+    (["check", "--prelude", "raise SystemError('no device')", "--jobs", "1"],
+     "prelude failed: SystemError"),
+    (["check", "--candidate", "torch", "--python", "/no/python", "--jobs", "1"],
+     "cannot start the candidate"),
     (["check", "--candidate", "torch", "--spec-file", str(FIXTURES / "broken_specs.py")],
      "spec broken_specs.typo raised on the reference: AttributeError"),
     (["check", "--candidate", "torch", "--spec-file", PLANTED, "--ops", "zzz*"],
@@ -126,20 +132,23 @@ def test_reports_are_written_atomically(tmp_path: Path, capsys: Any) -> None:
     assert f"alignbot: report in {report}\n" in err and "alignbot: 0 findings\n" in err
 
 
-def _planted_run(path: Path) -> subprocess.CompletedProcess[str]:
+def _planted_args(path: Path) -> list[str]:
     prelude = (FIXTURES / "planted_prelude.py").read_text()
     # One worker: a repro's limit on the candidate (5 s with --timeout 2) includes importing
     # torch, which two workers verifying repros at once on two busy cores can exceed.
-    return _alignbot("check", "--prelude", prelude, "--spec-file", PLANTED, "--seed", "5",
-                     "--ops", "elu*,selu*", "--timeout", "2", "--json", str(path),
-                     "--markdown", str(path.with_suffix(".md")), "--no-timings", "--jobs", "1")
+    return ["check", "--prelude", prelude, "--spec-file", PLANTED, "--seed", "5", "--ops",
+            "elu*,selu*", "--timeout", "2", "--json", str(path), "--markdown",
+            str(path.with_suffix(".md")), "--no-timings", "--jobs", "1"]
 
 
 @pytest.mark.slow
-def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path) -> None:
+def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path,
+                                                                  capsys: Any) -> None:
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
-    runs = [_planted_run(path) for path in paths]
-    assert [proc.returncode for proc in runs] == [1, 1], runs[0].stderr
+    # one run in its own process (its output is read below), one in this one: two processes
+    first = _alignbot(*_planted_args(paths[0]))
+    assert first.returncode == 1, first.stderr
+    assert main([*_planted_args(paths[1]), "--no-progress"]) == 1, capsys.readouterr().err
     assert paths[0].read_bytes() == paths[1].read_bytes()
     assert paths[0].with_suffix(".md").read_bytes() == paths[1].with_suffix(".md").read_bytes()
     report = json.loads(paths[0].read_text())
@@ -150,7 +159,7 @@ def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path
     assert by_kind["candidate-timeout"]["message"] == "no answer within 2 s"
     assert all(f["minimize_error"] is None and f["repro_verified"] for f in report["findings"])
     # the summary: where the report is, what is verified, and a command that prints a repro
-    lines = runs[0].stderr.splitlines()[-3:]
+    lines = first.stderr.splitlines()[-3:]
     prints = [f["fingerprint"] for f in report["findings"]]  # in report order
     assert lines[0] == f"alignbot: report in {paths[0]} and {paths[0].with_suffix('.md')}"
     assert lines[1] == f"alignbot: 2 findings; repro verified for 2 ({', '.join(prints)})"
@@ -161,8 +170,8 @@ def test_crash_and_hang_give_byte_identical_reports_and_a_summary(tmp_path: Path
     assert shown.stdout == next(f["repro"] for f in report["findings"]
                                 if f["fingerprint"] == command[3])
     # off a terminal a plain progress line shows the run is alive; no bar, no traceback
-    assert runs[0].stderr.startswith("alignbot: ") and "\r" not in runs[0].stderr
-    assert "Traceback" not in runs[0].stderr
+    assert first.stderr.startswith("alignbot: ") and "\r" not in first.stderr
+    assert "Traceback" not in first.stderr
 
 
 @pytest.mark.slow

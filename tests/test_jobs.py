@@ -17,30 +17,33 @@ FIXTURES = Path(__file__).parent / "fixtures"
 PLANTED = str(FIXTURES / "planted_specs.py")
 
 
-def _check(prelude: str, ops: str, jobs: int, out: Path, *extra: str
-           ) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "checks.cli", "check", "--prelude", prelude, "--spec-file",
-         PLANTED, "--ops", ops, "--seed", "3", "--jobs", str(jobs), "--json", str(out),
-         "--markdown", str(out.with_suffix(".md")), "--no-timings", *extra],
-        capture_output=True, text=True, timeout=600)
+def _args(prelude: str, ops: str, jobs: int, out: Path, *extra: str) -> list[str]:
+    return ["check", "--prelude", prelude, "--spec-file", PLANTED, "--ops", ops, "--seed", "3",
+            "--jobs", str(jobs), "--json", str(out), "--markdown", str(out.with_suffix(".md")),
+            "--no-timings", *extra]
 
 
-def _same_reports(tmp_path: Path, prelude: str, ops: str, *extra: str) -> dict[str, Any]:
+def _same_reports(capsys: Any, tmp_path: Path, prelude: str, ops: str, *extra: str
+                  ) -> dict[str, Any]:
+    """``--jobs 1`` here (one process either way: this one pays no second start of the engine)
+    and ``--jobs 2`` in its own process, as a user runs it: byte-identical reports."""
     one, two = tmp_path / "jobs1.json", tmp_path / "jobs2.json"
-    runs = [_check(prelude, ops, 1, one, *extra), _check(prelude, ops, 2, two, *extra)]
-    assert [run.returncode for run in runs] == [1, 1], runs[1].stderr
+    assert main(_args(prelude, ops, 1, one, *extra)) == 1, capsys.readouterr().err
+    run = subprocess.run([sys.executable, "-m", "checks.cli", *_args(prelude, ops, 2, two, *extra)],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 1, run.stderr
     assert one.read_bytes() == two.read_bytes()
     assert one.with_suffix(".md").read_bytes() == two.with_suffix(".md").read_bytes()
-    assert "Traceback" not in runs[1].stderr
+    assert "Traceback" not in run.stderr
     report: dict[str, Any] = json.loads(one.read_text())
     return report
 
 
 @pytest.mark.slow
-def test_jobs_1_and_2_give_byte_identical_minimized_reports(tmp_path: Path) -> None:
+def test_jobs_1_and_2_give_byte_identical_minimized_reports(capsys: Any, tmp_path: Path
+                                                            ) -> None:
     prelude = (FIXTURES / "planted_prelude.py").read_text()
-    report = _same_reports(tmp_path, prelude, "softplus*,mean*,matmul*", "--n", "3",
+    report = _same_reports(capsys, tmp_path, prelude, "softplus*,mean*,matmul*", "--n", "3",
                            "--shrink-calls", "40")
     assert report["specs"] == ["planted_specs.matmul_clean", "planted_specs.mean_keepdim",
                                "planted_specs.softplus_scaled"]
@@ -51,10 +54,11 @@ def test_jobs_1_and_2_give_byte_identical_minimized_reports(tmp_path: Path) -> N
 
 
 @pytest.mark.slow
-def test_a_candidate_that_crashes_in_either_worker_gives_the_same_report(tmp_path: Path
+def test_a_candidate_that_crashes_in_either_worker_gives_the_same_report(capsys: Any,
+                                                                          tmp_path: Path
                                                                           ) -> None:
     prelude = (FIXTURES / "crashing_prelude.py").read_text()
-    report = _same_reports(tmp_path, prelude, "softplus*,tanh*,mean*", "--n", "2")
+    report = _same_reports(capsys, tmp_path, prelude, "softplus*,tanh*,mean*", "--n", "2")
     crashes = {f["op"]: f["message"] for f in report["findings"]}
     assert set(crashes) == {"torch.nn.functional.softplus", "torch.tanh"}
     assert crashes["torch.nn.functional.softplus"].startswith("the worker exited with status 1")

@@ -223,9 +223,11 @@ def test_a_handful_of_entries_align_with_torch_itself(torch_candidate: Candidate
 @pytest.mark.slow
 def test_a_planted_bug_is_found_through_its_opinfo_spec(tmp_path: Path) -> None:
     report = tmp_path / "report.json"
+    # one job: the specs run here, on the database this process has read already (a worker
+    # process reads it again)
     code = main(["check", "--prelude", (FIXTURES / "opinfo_prelude.py").read_text(),
                  "--opinfo", "--ops", "opinfo.nn.functional.relu,opinfo.softmax", "--n", "6",
-                 "--json", str(report), "--no-progress"])
+                 "--json", str(report), "--no-progress", "--jobs", "1"])
     assert code == 1
     findings = json.loads(report.read_text())["findings"]
     assert findings and {f["op"] for f in findings} == {"torch.nn.functional.relu"}
@@ -237,7 +239,7 @@ def test_a_planted_bug_is_found_through_its_opinfo_spec(tmp_path: Path) -> None:
 def test_opinfo_alone_leaves_the_library_out_unless_asked(capsys: Any) -> None:
     def specs_run(*flags: str) -> int:
         code = main(["check", "--candidate", "torch", "--opinfo", *flags, "--ops",
-                     "opinfo.abs,tanh", "--n", "1", "--no-progress"])
+                     "opinfo.abs,tanh", "--n", "1", "--no-progress", "--jobs", "1"])
         assert code == 0
         out = capsys.readouterr().out
         return int(out.split("alignbot: ", 1)[1].split(" specs", 1)[0])

@@ -96,19 +96,27 @@ def test_xdist_workers_give_the_same_findings(
     assert FINGERPRINT.findall(outcomes["softplus"] or "")
 
 
+@pytest.fixture(scope="module")
+def aligned(tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[Path, tuple[int, str, dict[str, str | None]]]:
+    """The aligned library, checked once with its prelude in a file (``@candidate.py``)."""
+    repo = repository(tmp_path_factory.mktemp("aligned"), EXAMPLES / "fastops" / "fastops.py")
+    (repo / "candidate.py").write_text(PRELUDE)
+    return repo, run_pytest(repo, "--alignbot-prelude=@candidate.py")
+
+
 @pytest.mark.slow
-def test_an_aligned_library_passes(tmp_path: Path) -> None:
-    repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
-    code, output, outcomes = run_pytest(repo, f"--alignbot-prelude={PRELUDE}")
+def test_an_aligned_library_passes(
+        aligned: tuple[Path, tuple[int, str, dict[str, str | None]]]) -> None:
+    code, output, outcomes = aligned[1]
     assert code == 0, output
     assert outcomes == {"softplus": None, "mish": None}
 
 
 @pytest.mark.slow
-def test_a_preset_and_a_prelude_file(tmp_path: Path) -> None:
-    repo = repository(tmp_path, EXAMPLES / "fastops" / "fastops.py")
-    (repo / "candidate.py").write_text(PRELUDE)
-    code, output, outcomes = run_pytest(repo, "--alignbot-prelude=@candidate.py")
+def test_a_preset_and_a_prelude_file(
+        aligned: tuple[Path, tuple[int, str, dict[str, str | None]]]) -> None:
+    repo, (code, output, outcomes) = aligned
     assert code == 0 and set(outcomes) == {"softplus", "mish"}, output
     code, output, outcomes = run_pytest(repo, "--alignbot-candidate=torch")
     assert code == 0 and set(outcomes) == {"softplus", "mish"}, output
@@ -166,8 +174,10 @@ def test_known_divergences_xfail_and_a_fixed_one_is_a_strict_xpass(
     reproduce, each a strict XPASS (a failure: remove the entry)."""
     known = tmp_path / "known.yml"
     known.write_text(KNOWN)
+    # what is claimed is which finding is known, not its repro: no minimizing
     code, output, outcomes = run_pytest(broken, f"--alignbot-prelude={PRELUDE}",
-                                        f"--alignbot-known={known}", "-rxX")
+                                        f"--alignbot-known={known}", "-rxX",
+                                        "--alignbot-no-minimize")
     assert code == 1, output  # mish's finding is new
     assert "XFAIL" in output and "the backward is rewritten for speed" in output, output
     assert outcomes["softplus"] is None and outcomes["mish"], output
