@@ -20,7 +20,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
 
-from checks.known import KNOWN_PATH, KnownFile, KnownFileError, load_known
+from checks.api import KNOWN_PATH, KnownFile, KnownFileError, load_known
 
 from . import baseline as baselines
 from .archive import ArchiveError, extract_tarball

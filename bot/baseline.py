@@ -12,9 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from checks.baseline import fingerprints
-from checks.known import KnownEntry, KnownFile
-from checks.triage import Verdict
+from checks.api import KnownEntry, KnownFile, Verdict, fingerprints
 
 from .config import RepoConfig
 from .engine_report import EngineFinding, EngineReport, InvalidReport, parse_report

@@ -18,7 +18,7 @@ if TYPE_CHECKING:  # the App's modules load only when one of its commands runs
     from bot.serve import Role
     from bot.settings import Settings
 
-from checks.cli import UsageError, add_commands, new_parser, run
+from checks.api import UsageError, add_commands, new_parser, run
 
 INSTALL_HINT = "pip install 'alignbot[app]'"
 # Modules of this project: one missing is a broken install, not a missing extra.

@@ -16,12 +16,17 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from bot import nesting
-from checks.findings import Kind
-from checks.markdown import Trusted, visible
-from checks.report import REPORT_VERSION
-from checks.report_types import CauseForm, Measure, Side
-from checks.triage import Verdict
-from checks.upstream import new_issue_url
+from checks.api import (
+    REPORT_VERSION,
+    CauseForm,
+    Kind,
+    Measure,
+    Side,
+    Trusted,
+    Verdict,
+    new_issue_url,
+    visible,
+)
 
 MAX_FINDINGS = 1000
 MAX_SPECS = 10_000

@@ -12,14 +12,22 @@ from typing import Any, cast
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from checks import causes as causes_of
-from checks.known import KNOWN_PATH
-from checks.markdown import Trusted, defuse, inline, no_comment, visible
-from checks.report import candidate_line as candidate_line  # what alignment.py shows
-from checks.report import environment, packages_line
-from checks.report_types import Cause, FindingEntry
-from checks.triage import Verdict
-from checks.vocab import DEFAULT_TRACKER
+from checks.api import (
+    DEFAULT_TRACKER,
+    KNOWN_PATH,
+    Cause,
+    FindingEntry,
+    Trusted,
+    Verdict,
+    defuse,
+    environment,
+    group_causes,
+    inline,
+    no_comment,
+    packages_line,
+    visible,
+)
+from checks.api import candidate_line as candidate_line  # what alignment.py shows
 
 from .baseline import Classified
 from .engine_report import EngineFinding, EngineReport, new_issue_link
@@ -293,7 +301,7 @@ def grouped(findings: list[EngineFinding]) -> tuple[list[Cause], dict[str, Engin
     """The causes of a report's findings, grouped here from the findings as validated (the
     report's own list is never trusted), and the findings by fingerprint."""
     entries = [cast(FindingEntry, f.model_dump(mode="json")) for f in findings]
-    return causes_of.group(entries), {f.fingerprint: f for f in findings}
+    return group_causes(entries), {f.fingerprint: f for f in findings}
 
 
 def _number(value: float | int | bool | str) -> str:

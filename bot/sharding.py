@@ -11,8 +11,7 @@ from typing import Any, cast
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
-from checks.report_types import Report
-from checks.shards import ShardError, merge, select
+from checks.api import Report, ShardError, merge_shards, select_shard
 
 from .alignment import (
     INVALID_REPORT_ADVICE,
@@ -207,7 +206,7 @@ class ShardJob:
                         f"check (seed {report.seed}, expected {seed})")
             reports.append(_mergeable(report))
         try:
-            merged: Any = merge(cast(list[Report], reports))
+            merged: Any = merge_shards(cast(list[Report], reports))
             if merged["complete"]:
                 _dealt_as_the_engine_deals(merged["specs"], reports)
             if all(report.exploration is None for report in map(parse_report, reports)):
@@ -232,7 +231,7 @@ def _dealt_as_the_engine_deals(names: list[str], reports: list[dict[str, Any]]) 
     shard report must list exactly its share of all the shards' specs, so a shard cannot
     speak for another's specs (nor leave its own out) without the merge noticing."""
     for index, report in enumerate(reports, 1):
-        share = select(sorted(names), index, len(reports))
+        share = select_shard(sorted(names), index, len(reports))
         if sorted(report["specs"]) != share:
             raise ShardError(f"shard {index}/{len(reports)} reports specs "
                              f"{', '.join(sorted(report['specs'])) or '(none)'}, but its "
@@ -240,7 +239,7 @@ def _dealt_as_the_engine_deals(names: list[str], reports: list[dict[str, Any]]) 
 
 
 def _mergeable(report: EngineReport) -> dict[str, Any]:
-    """A validated shard report as ``checks.shards.merge`` takes it."""
+    """A validated shard report as ``checks.api.merge_shards`` takes it."""
     data = report.dump()
     data["exploration"] = data["exploration"] or []
     return data

@@ -7,50 +7,31 @@ A circle is a strongly connected component of more than one module."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from imports import modules, statements
 
 ROOT = Path(__file__).resolve().parent.parent
 
 Graph = dict[str, set[str]]
 
 
-def modules(root: Path, package: str) -> dict[str, Path]:
-    """Every module of ``package`` under ``root`` by dotted name (a package by its own)."""
-    found = {}
-    for path in sorted((root / package).rglob("*.py")):
-        parts = list(path.relative_to(root).with_suffix("").parts)
-        if parts[-1] == "__init__":
-            parts.pop()
-        found[".".join(parts)] = path
-    return found
-
-
-def imports(name: str, path: Path, known: dict[str, Path]) -> set[str]:
+def imports(name: str, path: Path, root: Path, known: dict[str, Path]) -> set[str]:
     """The modules of ``known`` that the module ``name`` at ``path`` imports, but itself."""
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     targets: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            targets.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                module = ".".join(base + ([node.module] if node.module else []))
-            else:
-                module = node.module or ""
-            for alias in node.names:
-                child = f"{module}.{alias.name}"
-                targets.add(child if child in known else module)
+    for module, names in statements(path, root):
+        if not names:
+            targets.add(module)
+        for alias in names:
+            child = f"{module}.{alias}"
+            targets.add(child if child in known else module)
     return {target for target in targets if target in known and target != name}
 
 
 def import_graph(root: Path, package: str) -> Graph:
     known = modules(root, package)
-    return {name: imports(name, path, known) for name, path in known.items()}
+    return {name: imports(name, path, root, known) for name, path in known.items()}
 
 
 def circles(graph: Graph) -> list[list[str]]:

@@ -1,13 +1,14 @@
 """The App's features never import one another: each imports only layers (storage, queue,
 github, markers, config, policy, jobs, webhooks, …), so that a feature can be changed, split or
-removed alone. Checked by parsing every module under bot/ with ``ast``."""
+removed alone; and the App imports the engine through its face, ``checks.api``, alone. Checked
+by parsing every module under bot/ with ``ast`` (``tests/imports.py``)."""
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
+from imports import module_name, statements
 
 ROOT = Path(__file__).resolve().parent.parent
 BOT = ROOT / "bot"
@@ -19,34 +20,19 @@ FEATURES = {"alignment", "trust", "commands", "reminders", "status"}
 # Feature → feature imports there were before this rule; the list must only ever shrink.
 KNOWN: set[tuple[str, str]] = set()
 
-
-def module_name(path: Path, root: Path = ROOT) -> str:
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+# The one engine module the App imports: what the App relies on, in one list.
+FACE = "checks.api"
 
 
-def imported(path: Path, root: Path = ROOT) -> set[str]:
-    """The ``bot`` modules that the module at ``path`` imports (relative imports resolved),
-    wherever the import statement is (top level, a function, ``TYPE_CHECKING``)."""
-    name = module_name(path, root)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+def imported(path: Path, root: Path = ROOT, top: str = "bot") -> set[str]:
+    """The modules of package ``top`` that the module at ``path`` imports (relative imports
+    resolved), wherever the import statement is (top level, a function, ``TYPE_CHECKING``)."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                target = ".".join(base + ([node.module] if node.module else []))
-            else:
-                target = node.module or ""
-            found.add(target)
-            # ``from . import alignment`` and ``from bot import trust`` name modules too
-            found.update(f"{target}.{alias.name}" for alias in node.names)
-    return {module for module in found if module == "bot" or module.startswith("bot.")}
+    for target, names in statements(path, root):
+        found.add(target)
+        # ``from . import alignment`` and ``from bot import trust`` name modules too
+        found.update(f"{target}.{name}" for name in names)
+    return {module for module in found if module == top or module.startswith(top + ".")}
 
 
 def feature_of(module: str) -> str | None:
@@ -58,14 +44,22 @@ def feature_imports() -> set[tuple[str, str, str]]:
     """(feature, the feature it imports, the importing module) for every such import."""
     found = set()
     for path in sorted(BOT.rglob("*.py")):
-        source = feature_of(module_name(path))
+        source = feature_of(module_name(path, ROOT))
         if source is None:
             continue
         for module in imported(path):
             target = feature_of(module)
             if target is not None and target != source:
-                found.add((source, target, module_name(path)))
+                found.add((source, target, module_name(path, ROOT)))
     return found
+
+
+def engine_imports() -> set[tuple[str, str]]:
+    """(the importing module, the ``checks`` module) for every import of the engine under
+    bot/ that does not go through ``checks.api`` (``checks.api.X`` is a name of the face)."""
+    return {(module_name(path, ROOT), module) for path in sorted(BOT.rglob("*.py"))
+            for module in imported(path, top="checks")
+            if module != FACE and not module.startswith(FACE + ".")}
 
 
 def test_every_feature_exists() -> None:
@@ -83,6 +77,13 @@ def test_features_do_not_import_each_other() -> None:
 def test_known_exceptions_are_still_needed() -> None:
     """An exception that is gone must leave ``KNOWN`` (so that it cannot come back)."""
     assert {item[:2] for item in feature_imports()} >= KNOWN
+
+
+def test_the_app_imports_the_engine_only_through_its_face() -> None:
+    unexpected = sorted(engine_imports())
+    assert unexpected == [], f"the App imports the engine only through {FACE} (re-export "\
+        "there what it needs): " + ", ".join(f"{module} imports {target}"
+                                             for module, target in unexpected)
 
 
 @pytest.mark.parametrize(("source", "path", "expected"), [
@@ -104,3 +105,22 @@ def test_imports_are_resolved(tmp_path: Path, source: str, path: str,
     module.parent.mkdir(parents=True, exist_ok=True)
     module.write_text(source + "\n")
     assert imported(module, tmp_path) == expected
+
+
+@pytest.mark.parametrize(("source", "expected"), [
+    ("from checks.api import Kind", {"checks.api", "checks.api.Kind"}),
+    ("import checks.report", {"checks.report"}),
+    ("from checks import causes", {"checks", "checks.causes"}),
+    ("def f():\n    from checks.known import KNOWN_PATH",
+     {"checks.known", "checks.known.KNOWN_PATH"}),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from checks.triage import Verdict",
+     {"checks.triage", "checks.triage.Verdict"}),
+    ("from .checks import x", set()),
+])
+def test_engine_imports_are_found(tmp_path: Path, source: str, expected: set[str]) -> None:
+    """The checker of the face: engine imports in functions and under ``TYPE_CHECKING`` too;
+    a relative import is the App's own module, not the engine."""
+    module = tmp_path / "bot" / "feature.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(source + "\n")
+    assert imported(module, tmp_path, top="checks") == expected

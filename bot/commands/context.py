@@ -20,8 +20,8 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
 
-from checks.report import environment
-from checks.vocab import DEFAULT_TRACKER as DEFAULT_TRACKER  # where a config is unreadable
+from checks.api import DEFAULT_TRACKER as DEFAULT_TRACKER  # where a config is unreadable
+from checks.api import environment
 
 from ..config import RepoConfig, Trust
 from ..github import GitHubApp

@@ -22,8 +22,7 @@ from typing import Any
 from github import GithubException
 from sqlalchemy import Engine, update
 
-from checks.markdown import Trusted
-from checks.report import environment
+from checks.api import Trusted, environment
 
 from ..github import GitHubApp, transient_failures
 from ..output import COMMENT_LIMIT, fit

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from checks.vocab import DEFAULT_TRACKER, relative_interpreter
+from checks.api import DEFAULT_TRACKER, relative_interpreter
 
 from .globs import PathGlob, SpecGlob, glob_match
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from checks.report import environment
+from checks.api import environment
 
 from ..storage import Kind, UpstreamState
 from .facts import Waiting, reminder_marker

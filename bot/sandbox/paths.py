@@ -26,7 +26,7 @@ SECRET_DIRS = ("/run/secrets",)
 def exposed_paths(containment: Containment) -> list[str]:
     """What the sandbox may read besides the system: the service's interpreters, the engine,
     its templates and the operator's ``expose`` list; never anything a pull request names."""
-    from checks.report import templates_dir
+    from checks.api import templates_dir
 
     paths = {sys.prefix, sys.base_prefix,
              os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}

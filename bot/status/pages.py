@@ -20,8 +20,7 @@ from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
 from bot.tenancy import Denial, Grant, Viewer, ViewerDirectory, authorize_viewer
-from checks.known import KNOWN_PATH
-from checks.report import templates_dir
+from checks.api import KNOWN_PATH, templates_dir
 
 from . import store, view
 from .oauth import (

@@ -20,7 +20,7 @@ from bot.seeds import SEED_BITS
 from bot.storage import installation_gone
 from bot.webhooks import Event, PayloadError, WebhookRouter, require
 from bot.worker import ensure_current
-from checks.known import KNOWN_PATH
+from checks.api import KNOWN_PATH
 
 from .store import KnownLookup, known_lookup, record_run
 

@@ -27,8 +27,7 @@ from bot.storage import (
     upsert,
     utcnow,
 )
-from checks.causes import member_dtype
-from checks.known import KNOWN_PATH, KnownFileError, load_known
+from checks.api import KNOWN_PATH, KnownFileError, load_known, member_dtype
 
 MAX_REPRO = 50_000  # characters of a repro kept per finding
 MAX_MESSAGE = 2_000

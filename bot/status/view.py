@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from bot.storage import Outcome
-from checks.catalog import DTYPE_ORDER
+from checks.api import DTYPE_ORDER
 
 from .store import NO_DTYPE, Result, Run
 
