@@ -26,6 +26,7 @@ from . import baseline as baselines
 from .archive import ArchiveError, extract_tarball
 from .baseline import BASELINE_FILE, Classified, classify
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
+from .engine_command import check_args
 from .engine_report import EngineReport, InvalidReport, empty_report, parse_report
 from .errors import is_transient
 from .github import (
@@ -319,18 +320,20 @@ class AlignmentJob:
             root = self._unpacked(ctx, repo, head_sha, payload, Path(tmp) / "head")
             if root is None:
                 return
-            args = _check_args(config, ctx.specs, root, seed, payload.get("n"))
+            shard: tuple[int, int] | None = None
+            baseline_file: str | None = None
             if payload.get("shards"):
-                args += ["--shard", f"{int(payload['shard'])}/{int(payload['shards'])}"]
+                shard = (int(payload["shard"]), int(payload["shards"]))
             elif config.baseline.enabled and self.merge_base_check and ctx.base_sha:
                 base = self.baseline(ctx, config, repo, payload, seed, Path(tmp) / "base")
                 ensure_current()  # lost or superseded while the base ran: the head is not run
                 if base is not None:
                     (root / BASELINE_FILE).parent.mkdir(parents=True, exist_ok=True)
                     (root / BASELINE_FILE).write_text(json.dumps(base.dump()))
-                    args += ["--baseline", BASELINE_FILE]
-            if known is not None:
-                args += ["--known", KNOWN_PATH]
+                    baseline_file = BASELINE_FILE
+            args = check_args(config, ctx.specs, root, seed, payload.get("n"), shard=shard,
+                              baseline=baseline_file,
+                              known=KNOWN_PATH if known is not None else None)
             # a newer push (or losing the job) kills the sandbox at once, not at its end
             result = self.sandbox(root, config, args, self.limits, self.containment,
                                   stop=stop_event())
@@ -393,7 +396,7 @@ class AlignmentJob:
             return None
         # as drawn: the head's check replays the program that showed a finding here to
         # tell a fix from a draw that missed it, and minimizes only what is new
-        args = [*_check_args(config, ctx.specs, root, seed, payload.get("n")), "--no-minimize"]
+        args = check_args(config, ctx.specs, root, seed, payload.get("n"), minimize=False)
         result = self.sandbox(root, config, args, self.limits, self.containment,
                               stop=stop_event())
         try:
@@ -469,24 +472,6 @@ def _specs(config: RepoConfig, changed: list[str], payload: dict[str, Any]) -> l
     if payload.get("all_ops"):
         return list(dict.fromkeys(spec for entry in config.ops for spec in entry.specs))
     return config.specs_for(changed)
-
-
-def _check_args(config: RepoConfig, specs: list[str], root: Path, seed: int,
-                n: int | None = None) -> list[str]:
-    """The engine's arguments; the sandbox adds the candidate's own (preset or prelude).
-    ``seed`` is the check's (``bot.seeds.check_seed``), ``n`` ``/align``'s override of the
-    configured draws."""
-    args = ["--ops", ",".join(specs), "--seed", str(seed),
-            "--n", str(config.draws if n is None else n)]
-    if config.tolerances is not None:
-        args += ["--rtol", repr(config.tolerances.rtol), "--atol", repr(config.tolerances.atol)]
-    files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if p.is_file())
-    spec_files = config.spec_files(files)
-    if spec_files:
-        args.append("--library")
-        for path in spec_files:
-            args += ["--spec-file", path]
-    return args
 
 
 def external_id(key: str, head_sha: str) -> str:

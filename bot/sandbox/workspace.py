@@ -1,8 +1,8 @@
 """The per-job folders: a root-owned top with the sandbox's work folder (a size-limited tmpfs
 where the service may mount one: the disk quota; a copy of the checkout, home, tmp, out and a
-virtual environment), the scrubbed environment and the engine's command line, the report read
-back without following links, and the removal of what a previous life of the service left
-(``remove_stale``: folders, their mounts, cgroups)."""
+virtual environment), the scrubbed environment and the engine's command line
+(``bot.engine_command``), the report read back without following links, and the removal of
+what a previous life of the service left (``remove_stale``: folders, their mounts, cgroups)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .. import nesting
+from ..engine_command import engine_argv
 from . import cgroup
 from .child import MIB
 from .paths import exposed_paths, hidden_paths
@@ -221,19 +222,10 @@ class _Workspace:
         }
 
     def engine_argv(self, config: RepoConfig, check_args: list[str]) -> list[str]:
-        # -I: the repository's own `checks/` (or anything on PYTHONPATH) cannot shadow the
-        # engine; the candidate's worker still sees PYTHONPATH.
-        args = [str(self.venv / "bin" / "python"), "-I", "-B", "-m", "checks.cli", "check",
-                *config.candidate.cli_args(self.repo), *check_args]
-        if "--n" not in check_args:
-            args += ["--n", str(config.draws)]
-        if "--tracker" not in check_args:
-            args += ["--tracker", config.upstream.tracker]
-        if "--jobs" not in check_args:
-            # One worker, as before --jobs existed: N workers and their candidates hold N
-            # times the threads and memory, and threads count against RLIMIT_NPROC.
-            args += ["--jobs", "1"]
-        return [*args, "--json", str(self.work / "out" / "report.json"), "--no-progress"]
+        """The engine's command line here: this environment's interpreter, this checkout,
+        the report in ``out``."""
+        return engine_argv(config, check_args, python=self.venv / "bin" / "python",
+                           repo=self.repo, report=self.work / "out" / "report.json")
 
     def exposed(self) -> list[str]:
         """What the sandbox must be able to read: interpreters, the engine, its templates."""
