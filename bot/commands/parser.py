@@ -18,10 +18,12 @@ from enum import StrEnum
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
+from ..seeds import SEED_BITS
+
 PREFIX = "/alignbot"
 MAX_OPS = 20
 MAX_DRAWS = 1000  # the configuration's own bound on `draws`
-MAX_SEED = 2**32 - 1
+MAX_SEED = 2**SEED_BITS - 1  # /align seed=N: the range of the App's own seeds
 MAX_SNOOZE = timedelta(days=365)
 MAX_BODY = 65_536  # GitHub's own limit on a comment's body
 MAX_COMMANDS = 10  # command lines acted on per comment or review; the rest are ignored

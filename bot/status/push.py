@@ -3,7 +3,6 @@ op × dtype × kind (``bot/status/store.py``) for the status page and later base
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -16,7 +15,7 @@ from bot.github import FileUnreadable, GitHubApp, InstallationGone, read_text, t
 from bot.jobs import STATUS, status_job
 from bot.output import CheckContext, candidate_line
 from bot.queue import JobRecord, JobRequest
-from bot.seeds import SEED_BITS
+from bot.seeds import seed_of
 from bot.storage import installation_gone
 from bot.webhooks import Event, PayloadError, WebhookRouter, require
 from bot.worker import ensure_current
@@ -51,8 +50,7 @@ def on_push(event: Event) -> list[JobRequest]:
 def branch_seed(repo: str, branch: str) -> int:
     """The seed of a branch's checks: one per repository and branch, whatever the commit, so
     that consecutive commits draw the same programs and their results compare."""
-    digest = hashlib.sha256(f"{repo.lower()}@{branch}".encode()).digest()
-    return int.from_bytes(digest[:SEED_BITS // 8], "big")
+    return seed_of(f"{repo.lower()}@{branch}")
 
 
 def register(router: WebhookRouter) -> None:
