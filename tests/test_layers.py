@@ -86,6 +86,16 @@ def test_the_app_imports_the_engine_only_through_its_face() -> None:
                                              for module, target in unexpected)
 
 
+def test_the_face_holds_what_the_app_uses_and_no_more() -> None:
+    """Every name of ``checks.api`` is imported somewhere in bot/: the face is the list of
+    what the App relies on, so a name the App stopped using leaves it."""
+    import checks.api
+
+    used = {name for path in sorted(BOT.rglob("*.py"))
+            for target, names in statements(path, ROOT) if target == FACE for name in names}
+    assert used == set(checks.api.__all__)
+
+
 @pytest.mark.parametrize(("source", "path", "expected"), [
     ("from ..alignment import JOB_KIND", "bot/commands/job.py",
      {"bot.alignment", "bot.alignment.JOB_KIND"}),
