@@ -11,13 +11,11 @@ import typing
 from dataclasses import dataclass
 from typing import Any
 
-from .compare import TOLERANCES
-from .report_types import CapabilitiesEntry
+from .compare import tolerance
+from .report_types import CapabilitiesEntry, Precision
 from .spec import Spec
 
-Precision = typing.Literal["float16", "bfloat16", "float32", "float64"]  # report_types' too
-
-PRECISIONS: tuple[str, ...] = typing.get_args(Precision)
+PRECISIONS: tuple[str, ...] = typing.get_args(Precision)  # the report's contract names them
 KNOWN = frozenset({"gradients"})  # the keys alignbot_capabilities may hold
 
 
@@ -28,7 +26,7 @@ class CapabilityError(ValueError):
 @dataclass(frozen=True)
 class Capabilities:
     """``gradients`` False: only forward values are compared; ``precision``: every
-    comparison allows that dtype's tolerances (compare.py's table). ``declared_by`` says
+    comparison allows that dtype's tolerances (its row of the dtype table). ``declared_by`` says
     where each came from: ``"prelude"`` or ``"command line"``."""
 
     gradients: bool = True
@@ -47,7 +45,7 @@ class Capabilities:
         if not self.gradients and spec.backward:
             changes["backward"] = False
         if self.precision is not None and spec.rtol is None:
-            changes["rtol"], changes["atol"] = TOLERANCES[self.precision]
+            changes["rtol"], changes["atol"] = tolerance(self.precision)
         return dataclasses.replace(spec, **changes) if changes else spec
 
     def to_json(self) -> CapabilitiesEntry:

@@ -7,11 +7,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .engine import Observations, Program, draw_programs
+from .runtime.dtypes import TABLE
 from .spec import Spec
 
-DTYPE_ORDER = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
-               "float16", "bfloat16", "float32", "float64", "complex32", "complex64", "complex128",
-               "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
+DTYPE_ORDER = tuple(row.name for row in TABLE)
 
 
 @dataclass(frozen=True)

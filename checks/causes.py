@@ -29,7 +29,7 @@ from typing import cast
 from .findings import MISMATCH_KINDS, Kind, upstream_of
 from .program import Program
 from .report_types import Cause, CauseForm, CauseMember, FindingEntry
-from .runtime.values import DTYPES
+from .runtime.dtypes import DTYPES
 
 FORMS: dict[str, str] = {
     "raised": "the candidate raises {}",

@@ -7,16 +7,10 @@ from typing import Any
 
 import numpy as np
 
+from .runtime.dtypes import BY_NAME, COMPLEX_DTYPES, FLOAT_DTYPES, PART_DTYPES
 from .runtime.literals import LiteralVisitor, walk_literal
 from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Recipe, Scalar
-from .runtime.values import (
-    COMPLEX_DTYPES,
-    FLOAT8_DTYPES,
-    FLOAT_DTYPES,
-    PART_DTYPES,
-    decode_array,
-    make_array,
-)
+from .runtime.values import decode_array, make_array, numpy_dtype
 
 LITERAL_LIMIT = 64
 # Module methods that return a generator: ``model.parameters()``
@@ -35,11 +29,6 @@ INPLACE = {f"__i{name[2:]}": op for name, op in BINARY.items() if name in
             "__pow__", "__matmul__", "__and__", "__or__", "__xor__")}
 
 
-# torch's CPU arange has no kernel for these dtypes.
-NO_ARANGE = ("complex32", "uint16", "uint32", "uint64", *FLOAT8_DTYPES)
-# Values drawn in float32 and cast by torch, as the runtime makes them (no NumPy dtype).
-THROUGH_FLOAT32 = ("bfloat16", *FLOAT8_DTYPES)
-
 
 def number(value: Any, dtype: str) -> str:
     if dtype == "bool":
@@ -53,7 +42,7 @@ def number(value: Any, dtype: str) -> str:
         return 'float("nan")'
     if np.isinf(value):
         return 'float("inf")' if value > 0 else '-float("inf")'
-    if dtype in ("float32", "float16", *THROUGH_FLOAT32):
+    if numpy_dtype(dtype) != np.float64:  # a float32 value: float32's shortest digits
         text = np.format_float_positional(np.float32(value), unique=True, trim="0")
     else:
         text = repr(value)
@@ -94,17 +83,19 @@ def tensor_expr(recipe: Recipe, dtype: str, shape: list[int], grad: bool,
     ``float_dtype`` names a variable that replaces floating dtypes (the float64 variant)."""
     kw = _dtype_kw(dtype, float_dtype=float_dtype)
     suffix = ".requires_grad_()" if grad else ""
+    row = BY_NAME.get(dtype)  # the float64 variant aside, made as the runtime makes it
     if recipe["kind"] == "pattern":
         pattern = recipe["pattern"]
         if pattern in ("zeros", "ones"):
             return f"torch.{pattern}({_shape_args(shape) or '()'}{kw}){suffix}"
         size = int(np.prod(shape)) if shape else 1
-        if dtype in NO_ARANGE and float_dtype is None:  # cast as the runtime does
-            base = f"torch.arange({size}).to(torch.{dtype})"
+        centered = f" - {size // 2}" if pattern == "arange-centered" else ""
+        if row is not None and not row.arange and float_dtype is None:  # made in int64, cast
+            base = (f"(torch.arange({size}){centered})" if centered
+                    else f"torch.arange({size})") + f".to(torch.{dtype})"
         else:
             base = f"torch.arange({size}{_dtype_kw(dtype, 'int64', float_dtype)})"
-        if pattern == "arange-centered":
-            base = f"({base} - {size // 2})"
+            base = f"({base}{centered})" if centered else base
         return f"{base}.reshape({_shape_args(shape) or '()'}){suffix}"
     arr = make_array(recipe, dtype, shape)
     grad_kw = ", requires_grad=True" if grad else ""
@@ -114,8 +105,8 @@ def tensor_expr(recipe: Recipe, dtype: str, shape: list[int], grad: bool,
             and dtype in FLOAT_DTYPES:
         gen = (f"np.random.default_rng({recipe['seed']}).uniform({recipe['low']}, "
                f"{recipe['high']}, {tuple(shape)})")
-        if dtype in THROUGH_FLOAT32 and float_dtype is None:  # as the runtime
-            return f"torch.tensor({gen}, dtype=torch.float32).to(torch.{dtype}){suffix}"
+        if row is not None and row.cast and float_dtype is None:  # drawn in its NumPy dtype
+            return f"torch.tensor({gen}, dtype=torch.{row.numpy}).to(torch.{dtype}){suffix}"
         return f"torch.tensor({gen}{_dtype_kw(dtype, 'float64', float_dtype)}{grad_kw})"
     return f"torch.tensor({nested(arr, dtype)}{kw}{grad_kw})"
 

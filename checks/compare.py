@@ -11,28 +11,17 @@ from typing import Any
 
 import numpy as np
 
-# torch.testing.assert_close's defaults: dtype -> (rtol, atol).
-TOLERANCES: dict[str, tuple[float, float]] = {
-    "float16": (1e-3, 1e-5),
-    "bfloat16": (1.6e-2, 1e-5),
-    "float32": (1.3e-6, 1e-5),
-    "float64": (1e-7, 1e-7),
-    "complex32": (1e-3, 1e-5),
-    "complex64": (1.3e-6, 1e-5),
-    "complex128": (1e-7, 1e-7),
-}
-# torch.finfo(dtype).eps of each float8 dtype. assert_close compares float8 bit for bit; a
-# result may be one step of its dtype (its eps) off.
-FLOAT8_EPS = {"float8_e4m3fn": 0.125, "float8_e5m2": 0.25, "float8_e4m3fnuz": 0.125,
-              "float8_e5m2fnuz": 0.125}
-FLOAT8_TOLERANCES = {name: (eps, 1e-5) for name, eps in FLOAT8_EPS.items()}
+from .runtime.dtypes import BY_NAME
 
 
 def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None
               ) -> tuple[float, float]:
+    """``rtol`` and ``atol`` when both are given, else the dtype's own (its row of
+    ``checks/runtime/dtypes.py``); exact for a dtype that has none."""
     if rtol is not None and atol is not None:
         return rtol, atol
-    return TOLERANCES.get(dtype) or FLOAT8_TOLERANCES.get(dtype, (0.0, 0.0))
+    row = BY_NAME.get(dtype)
+    return (row.rtol, row.atol) if row is not None else (0.0, 0.0)
 
 
 @dataclass(frozen=True)

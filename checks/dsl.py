@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 
 from .choice_points import ChoicePoint, Key, Site, site_here
+from .runtime.dtypes import DTYPES, FLOAT_DTYPES
 from .runtime.values import (
-    DTYPES,
-    FLOAT_DTYPES,
     differentiable,
     dtype_name,
     encode_array,

@@ -22,7 +22,7 @@ from .oracle import (
 )
 from .program import Program
 from .report_types import Evidence
-from .runtime.values import FLOAT_DTYPES, PART_DTYPES
+from .runtime.dtypes import FLOAT_DTYPES, PART_DTYPES
 from .shrink import Shrinker
 from .simplify import Simplifier
 from .spec import Spec

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from .candidate import CandidateConfig
+from .runtime.dtypes import TABLE
 
 
 def _compile_each_call(imports: str, compile_options: str) -> str:
@@ -100,10 +101,12 @@ def alignbot_program(forward):
     return torch.compile(forward, dynamic=False)
 '''
 
+# The dtypes a candidate may compute float64 in, computed in float64 here.
+_LOW = ", ".join(f"torch.{row.name}" for row in TABLE if "float64" in row.narrows)
 _FLOAT64 = '''
 import torch
 
-_LOW = (torch.float16, torch.bfloat16, torch.float32)
+_LOW = (''' + _LOW + ''')
 
 
 def _up(value):

@@ -36,9 +36,9 @@ from .findings import Finding, Kind
 from .oracle import reference_observations
 from .program import BackwardPlan, Program, call_args, call_kwargs, is_step
 from .report import environment
+from .runtime.dtypes import FLOAT_DTYPES
 from .runtime.literals import ref_of, refs
 from .runtime.replay import NOT_COMPUTING_CALLS, NOT_COMPUTING_METHODS, NOT_COMPUTING_PREFIXES
-from .runtime.values import FLOAT_DTYPES
 from .signatures import node_of
 
 STATUS_PREFIX = "alignbot-repro: "

@@ -8,8 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from .compare import TOLERANCES, compare_tensors
+from .compare import compare_tensors, tolerance
 from .program import Node, Program, call_args, call_kwargs
+from .runtime.dtypes import BY_NAME, TABLE
 from .runtime.literals import refs
 from .runtime.replay import AUTOGRAD_KEY
 
@@ -180,43 +181,52 @@ def is_forward(key: str) -> bool:
     return not key.startswith(("grad:", "final:")) and key not in ("backward", AUTOGRAD_KEY)
 
 
+def _narrower(wide: str) -> tuple[str, ...]:
+    rows = [row for row in TABLE if wide in row.narrows]
+    return tuple(row.name for row in sorted(rows, key=lambda row: row.eps or 0.0))
+
+
 # dtype -> the narrower ones a candidate may compute it in, most precise first
-NARROWER = {"float64": ("float32", "float16", "bfloat16"), "float32": ("float16", "bfloat16"),
-            "complex128": ("complex64", "complex32"), "complex64": ("complex32",)}
-_PARTS = {"complex64": "float32", "complex32": "float16"}
+NARROWER = {row.name: _narrower(row.name) for row in TABLE if _narrower(row.name)}
 
 
 def holds(data: np.ndarray, dtype: str) -> bool:
-    """Every value of ``data`` is one ``dtype`` has (NaN and infinities included)."""
+    """Every value of ``data`` is one ``dtype`` has (NaN and infinities included): one of
+    the narrower dtypes of :data:`NARROWER` (of each part, for complex data)."""
+    row = BY_NAME.get(dtype)
     if data.dtype.kind == "c":
-        part = _PARTS.get(dtype)
+        part = row.part if row is not None else None
         return part is not None and holds(data.real, part) and holds(data.imag, part)
-    if dtype not in ("float32", "float16", "bfloat16"):
+    if row is None or row.family != "float" or not row.narrows or row.significand is None:
         return False
+    carrier = np.dtype(row.numpy)
     wide = np.asarray(data, dtype=np.float64)
     with np.errstate(over="ignore", invalid="ignore"):
-        narrow = wide.astype(np.float16 if dtype == "float16" else np.float32)
+        narrow = wide.astype(carrier)
         same = (narrow.astype(np.float64) == wide) | (np.isnan(wide) & np.isnan(narrow))
-    if dtype == "bfloat16":
-        same &= (narrow.astype(np.float32).view(np.uint32) & 0xFFFF) == 0
+    dropped = np.finfo(carrier).nmant - row.significand  # bfloat16 in float32: 16 bits
+    if dropped:
+        bits = narrow.view(np.dtype(f"u{carrier.itemsize}"))
+        same &= (bits & ((1 << dropped) - 1)) == 0
     return bool(same.all())
 
 
 def precision_cause(ref: dict[str, Any], cand: dict[str, Any]) -> str:
     """``precision: float64 at float32`` when the candidate's values differ from the
     reference's as a narrower dtype's would: each is one the narrower dtype holds (the
-    reference's are not) and they agree within its tolerance; a float64 or complex128
-    result also when it agrees within float32's (complex64's). The one precision loss
+    reference's are not) and they agree within its tolerance; also when they agree within
+    a ``presumed`` one's (a float64 or complex128 result within float32's, complex64's),
+    whatever its values. The one precision loss
     then shows as one cause across every op it touches. "" otherwise."""
     if ref.get("t") != "tensor" or cand.get("t") != "tensor" \
             or ref.get("dtype") != cand.get("dtype") or not cand["data"].size:
         return ""
     dtype = str(ref["dtype"])
     for narrower in NARROWER.get(dtype, ()):
-        rtol, atol = TOLERANCES[narrower]
+        rtol, atol = tolerance(narrower)
         if compare_tensors(ref, cand, rtol, atol) is not None:
             continue
         if (holds(cand["data"], narrower) and not holds(ref["data"], narrower)) \
-                or narrower in ("float32", "complex64"):
+                or BY_NAME[narrower].presumed:
             return f"precision: {dtype} at {narrower}"
     return ""

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from .candidate import CandidateConfig, CandidateProcess
-from .compare import FLOAT8_EPS, compare, tolerance
+from .compare import compare, tolerance
 from .findings import Finding, Kind
 from .formulas import formula_observations
 from .formulas.gradients import formula_gradients
@@ -39,9 +39,9 @@ from .oracle import (
 )
 from .program import Observations, Program, is_call
 from .report_types import Evidence, Side
+from .runtime.dtypes import COMPLEX_DTYPES, FLOAT_DTYPES, TABLE
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
-from .runtime.values import COMPLEX_DTYPES, FLOAT_DTYPES
 from .vocab import Verdict
 
 MULTIPLIER = 2.0
@@ -59,8 +59,7 @@ INDEPENDENT = ("reference-float64", "candidate-float64", "finite-differences", "
 # gradients, finite differences of the formula over those of the reference's forward.
 FORMULA, FORMULA_GRAD = "formula", "formula-finite-differences"
 THIRD = "third:"
-EPS = {"float16": 9.77e-4, "bfloat16": 7.81e-3, "float32": 1.19e-7, "float64": 2.22e-16,
-       "complex32": 9.77e-4, "complex64": 1.19e-7, "complex128": 2.22e-16, **FLOAT8_EPS}
+EPS = {row.name: row.eps for row in TABLE if row.eps is not None}  # the rule's rounding step
 WIDE = {**{name: "float64" for name in FLOAT_DTYPES},
         **{name: "complex128" for name in COMPLEX_DTYPES}}  # what to_float64 computes in
 

@@ -4,7 +4,8 @@ where a draft against the reference goes unless told otherwise (``DEFAULT_TRACKE
 The bottom of the engine: this module imports nothing from ``checks/``, so every module can
 name these words, ``report_types.py`` included, without an import circle. Which nodes of a
 Program are calls, in each of the senses the engine uses, is told by the predicates of
-``checks/runtime/program_types.py`` instead: the candidate's worker tests nodes too, and it
+``checks/runtime/program_types.py`` instead, and what each dtype is by the table of
+``checks/runtime/dtypes.py``: the candidate's worker tests nodes and makes values too, and it
 imports nothing outside ``checks/runtime/``.
 """
 

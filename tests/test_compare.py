@@ -6,7 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from checks.compare import TOLERANCES, compare, tolerance
+from checks.compare import compare, tolerance
+from checks.runtime.dtypes import TABLE
 
 
 def _t(data: object, dtype: str = "float32") -> dict[str, object]:
@@ -15,11 +16,17 @@ def _t(data: object, dtype: str = "float32") -> dict[str, object]:
 
 
 def test_table_matches_torch_testing_defaults() -> None:
+    """Every dtype's tolerances are assert_close's, except where that compares bit for bit
+    and the dtype is floating (float8): one rounding step of it is allowed there."""
     import torch.testing._comparison as reference
 
-    for dtype, (rtol, atol) in TOLERANCES.items():
-        torch_dtype = getattr(__import__("torch"), dtype)
-        assert reference.default_tolerances(torch_dtype) == (rtol, atol)
+    for row in TABLE:
+        assert tolerance(row.name) == (row.rtol, row.atol)
+        torch_dtype = getattr(__import__("torch"), row.name)
+        if reference.default_tolerances(torch_dtype) == (0.0, 0.0) and row.family == "float":
+            assert (row.rtol, row.atol) == (row.eps, 1e-5), row.name
+        else:
+            assert reference.default_tolerances(torch_dtype) == (row.rtol, row.atol), row.name
 
 
 def test_float8_results_may_be_one_step_of_their_dtype_apart() -> None:

@@ -221,7 +221,7 @@ def test_unknown_edge_options_are_errors() -> None:
 def test_every_carried_dtype_is_drawable_and_unknown_names_are_refused() -> None:
     import torch
 
-    from checks.runtime.values import DTYPES
+    from checks.runtime.dtypes import DTYPES
 
     for number, name in enumerate(DTYPES):
         assert _draw(random_dtype(*DTYPES), [number])[0] is getattr(torch, name)

@@ -20,20 +20,19 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 from ..dsl import literal_tensor, oneof, random, random_bool, resolve
-from ..runtime.values import FLOAT8_DTYPES, differentiable, observe, to_numpy
+from ..runtime.dtypes import TABLE
+from ..runtime.values import differentiable, observe, to_numpy
 from ..spec import Spec
 from . import adapter
 from .adapter import Entry, Sample
 
 # Input dtypes the Program format carries, in the order a draw prefers them (shrinks toward).
-DTYPES = ("float32", "float64", "int64", "int32", "bool", "float16", "bfloat16", "complex64",
-          "complex128", "uint8", "int8", "int16", "complex32", "uint16", "uint32", "uint64",
-          *FLOAT8_DTYPES)
+DTYPES = tuple(row.name for row in sorted(TABLE, key=lambda row: row.draw_rank))
 MAX_ELEMENTS = 10_000  # per sample: its values travel in the Program as literals
 SEEDS = 2**16
 SAMPLE_DRAWS = 10
 UNCOMPARED = 1e300  # rtol and atol of a random op's spec: any two finite values agree
-LOW_PRECISION = ("float16", "bfloat16", "complex32", *FLOAT8_DTYPES)
+LOW_PRECISION = tuple(row.name for row in TABLE if row.finite_max is not None)
 ERROR_DRAWS = 5
 
 

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 try:  # imported as part of the ``checks`` package in the engine
+    from .dtypes import COMPLEX_DTYPES
     from .literals import is_ref, ref_of
     from .program_types import call_args, call_kwargs, is_call, is_op_call
     from .values import (
-        COMPLEX_DTYPES,
         cast_input,
         decode_array,
         decode_literal,
@@ -41,6 +41,7 @@ try:  # imported as part of the ``checks`` package in the engine
         observe_error,
     )
 except ImportError:  # imported as a top-level module inside the worker
+    from dtypes import COMPLEX_DTYPES  # type: ignore[no-redef]
     from literals import is_ref, ref_of  # type: ignore[no-redef]
     from program_types import (  # type: ignore[no-redef]
         call_args,
@@ -49,7 +50,6 @@ except ImportError:  # imported as a top-level module inside the worker
         is_op_call,
     )
     from values import (  # type: ignore[no-redef]
-        COMPLEX_DTYPES,
         cast_input,
         decode_array,
         decode_literal,

@@ -13,51 +13,41 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 try:  # imported as part of the ``checks`` package in the engine
+    from .dtypes import BY_NAME
     from .literals import LiteralVisitor, walk_literal
 except ImportError:  # imported as a top-level module inside the worker
+    from dtypes import BY_NAME  # type: ignore[no-redef]
     from literals import LiteralVisitor, walk_literal  # type: ignore[no-redef]
 
 if TYPE_CHECKING:
     from .program_types import EncodedArray, EncodedLiteral, Recipe, Scalar
 
-# float8 (a CPU tensor holds it, casts to and from it, and little else): no gradients.
-FLOAT8_DTYPES = ("float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz", "float8_e5m2fnuz")
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64", *FLOAT8_DTYPES)
-COMPLEX_DTYPES = ("complex32", "complex64", "complex128")
-INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64")
-PART_DTYPES = {"complex32": "float16", "complex64": "float32",
-               "complex128": "float64"}  # of the real and imaginary
-DTYPES = FLOAT_DTYPES + COMPLEX_DTYPES + INT_DTYPES + ("bool",)  # every dtype a Program carries
-# The largest finite value of each low-precision dtype: a drawn range is clipped to it.
-# complex32: of each part. A float8 value past its largest saturates or becomes NaN.
-FINITE_MAX = {"float16": 65504.0, "bfloat16": 3.3895e38, "complex32": 65504.0,
-              "float8_e4m3fn": 448.0, "float8_e5m2": 57344.0, "float8_e4m3fnuz": 240.0,
-              "float8_e5m2fnuz": 57344.0}
-
-# bfloat16, float8 and complex32 have no NumPy dtype: their values travel as float32 /
-# complex64 (which hold each of them exactly) and are cast by the framework
-# (:func:`cast_input`), and cast back when observed (:func:`to_numpy`).
-_NUMPY_NAME = {"bfloat16": "float32", "complex32": "complex64",
-               **{name: "float32" for name in FLOAT8_DTYPES}}
-
 
 def numpy_dtype(name: str) -> np.dtype:
-    return np.dtype(_NUMPY_NAME.get(name, name))
+    """The NumPy dtype that ``name``'s values travel in: bfloat16, float8 and complex32 have
+    none of their own and travel as float32 / complex64 (which hold each of their values
+    exactly), cast by the framework (:func:`cast_input`) and cast back when observed
+    (:func:`to_numpy`)."""
+    row = BY_NAME.get(name)
+    return np.dtype(row.numpy if row is not None else name)
 
 
 def cast_input(torch: Any, tensor: Any, dtype: str) -> Any:
     """A tensor built from a NumPy array, in ``dtype`` where NumPy has no such dtype."""
-    return tensor.to(getattr(torch, dtype)) if dtype in _NUMPY_NAME else tensor
+    row = BY_NAME.get(dtype)
+    return tensor.to(getattr(torch, dtype)) if row is not None and row.cast else tensor
 
 
 def differentiable(dtype: str) -> bool:
     """Autograd works on floating and complex tensors (float8's kernels have no backward)."""
-    return (dtype in FLOAT_DTYPES or dtype in COMPLEX_DTYPES) and dtype not in FLOAT8_DTYPES
+    row = BY_NAME.get(dtype)
+    return row is not None and row.grad
 
 
 def finite_range(dtype: str, low: float, high: float) -> tuple[float, float]:
     """``[low, high]`` clipped to what ``dtype`` holds, so uniform draws stay finite."""
-    top = FINITE_MAX.get(dtype)
+    row = BY_NAME.get(dtype)
+    top = row.finite_max if row is not None else None
     if top is None:
         return low, high
     return min(max(low, -top), top), min(max(high, -top), top)
@@ -91,14 +81,16 @@ def make_array(recipe: Recipe, dtype: str, shape: list[int]) -> np.ndarray:
         return _pattern(recipe["pattern"], dtype, shape)
     rng = np.random.default_rng(int(recipe["seed"]))
     low, high = recipe.get("low", -1.0), recipe.get("high", 1.0)
-    if dtype == "bool":
+    row = BY_NAME.get(dtype)
+    family = row.family if row is not None else None
+    if family == "bool":
         return rng.integers(0, 2, size=shape).astype(bool)
-    if dtype in INT_DTYPES:
+    if family == "int":
         info = np.iinfo(numpy_dtype(dtype))  # uint8 holds no negative value
         lo = min(max(int(np.floor(low)), int(info.min)), int(info.max))
         hi = min(max(int(np.ceil(high)), int(info.min)), int(info.max))
         return rng.integers(lo, max(hi, lo + 1), size=shape).astype(numpy_dtype(dtype))
-    if dtype in COMPLEX_DTYPES:
+    if family == "complex":
         real = rng.uniform(low, high, size=shape)
         imag = rng.uniform(low, high, size=shape)
         return (real + 1j * imag).astype(numpy_dtype(dtype))
@@ -201,8 +193,9 @@ def to_numpy(torch: Any, tensor: Any) -> tuple[str, np.ndarray]:
     t = tensor.detach()
     if str(getattr(t, "device", "cpu")) != "cpu":
         t = t.cpu()
-    if name in _NUMPY_NAME:
-        t = t.to(getattr(torch, _NUMPY_NAME[name]))
+    row = BY_NAME.get(name)
+    if row is not None and row.cast:
+        t = t.to(getattr(torch, row.numpy))
     for lazy in ("resolve_conj", "resolve_neg"):  # torch's lazy conjugate/negative views
         if hasattr(t, lazy):
             t = getattr(t, lazy)()

@@ -1,0 +1,225 @@
+"""checks/runtime/dtypes.py: one row per dtype, each held to torch's and NumPy's own facts,
+and every place that needs a dtype's facts reading them from its row."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from checks import catalog, compare, triage
+from checks.capabilities import PRECISIONS
+from checks.opinfo import specs as opinfo_specs
+from checks.runtime import values
+from checks.runtime.dtypes import BY_NAME, DTYPES, TABLE, Dtype
+from checks.signatures import NARROWER, holds
+
+torch = pytest.importorskip("torch")
+ROOT = Path(__file__).resolve().parent.parent
+ROWS = pytest.mark.parametrize("row", TABLE, ids=lambda row: row.name)
+
+
+def _torch(row: Dtype) -> Any:
+    return getattr(torch, row.name)
+
+
+def test_every_dtype_is_one_row_and_every_list_of_dtypes_is_the_table() -> None:
+    names = [row.name for row in TABLE]
+    assert len(set(names)) == len(names) == len(BY_NAME)
+    for listed in (DTYPES, catalog.DTYPE_ORDER, opinfo_specs.DTYPES):
+        assert sorted(listed) == sorted(names)
+    assert opinfo_specs.DTYPES[0] == "float32"  # what an OpInfo draw shrinks to
+
+
+@ROWS
+def test_a_row_is_the_torch_dtype_of_its_name_and_family(row: Dtype) -> None:
+    dtype = _torch(row)
+    assert values.dtype_name(dtype) == row.name
+    family = ("complex" if dtype.is_complex else "float" if dtype.is_floating_point
+              else "bool" if dtype == torch.bool else "int")
+    assert row.family == family
+    assert (row.part is not None) == (family == "complex")
+    if row.part is not None:
+        assert values.dtype_name(dtype.to_real()) == row.part
+        assert row.eps == BY_NAME[row.part].eps
+
+
+@ROWS
+def test_rounding_step_and_range_are_torch_finfo(row: Dtype) -> None:
+    if row.family not in ("float", "complex"):
+        assert row.eps is None and row.finite_max is None
+        return
+    info = torch.finfo(_torch(row))
+    assert row.eps == pytest.approx(info.eps, rel=5e-3)
+    assert triage.EPS[row.name] == row.eps
+    # a range is clipped exactly where it is narrower than float32's (what draws are made in)
+    if info.max < torch.finfo(torch.float32).max:
+        assert row.finite_max == pytest.approx(info.max, rel=1e-4)
+    else:
+        assert row.finite_max is None
+
+
+@ROWS
+def test_significand_bits_are_the_dtype_s_own(row: Dtype) -> None:
+    """1 + 2**-bits is a value of the dtype and 1 + 2**-(bits + 1) is not."""
+    if row.significand is None:
+        assert row.family != "float"
+        return
+    checks = [(row.significand, True)]
+    if row.significand < 52:  # float64's own: a finer value is not a float64 to test with
+        checks.append((row.significand + 1, False))
+    for bits, held in checks:
+        one_up = torch.tensor(1 + 2.0 ** -bits, dtype=torch.float64)
+        assert (one_up.to(_torch(row)).to(torch.float64) == one_up).item() is held
+
+
+@ROWS
+def test_values_round_trip_through_their_numpy_dtype(row: Dtype) -> None:
+    """A dtype NumPy has travels in it as itself; one it has not, in a NumPy dtype that holds
+    each of its values, cast back by torch as the runtime casts it."""
+    if not row.cast:
+        assert np.dtype(row.numpy) == values.numpy_dtype(row.name)
+        arr = np.zeros(3, dtype=row.numpy)
+        assert torch.from_numpy(arr).dtype == _torch(row)
+        assert torch.zeros(3, dtype=_torch(row)).numpy().dtype == arr.dtype
+        return
+    with pytest.raises(TypeError):
+        np.dtype(row.name)
+    drawn = values.make_array({"kind": "uniform", "seed": 1, "low": -3.0, "high": 3.0},
+                              row.name, [64])
+    assert drawn.dtype == np.dtype(row.numpy)
+    exact = values.cast_input(torch, torch.from_numpy(drawn), row.name)  # rounded once
+    assert exact.dtype == _torch(row)
+    name, back = values.to_numpy(torch, exact)
+    assert name == row.name and back.dtype == np.dtype(row.numpy)
+    again = values.cast_input(torch, torch.from_numpy(back), row.name)
+    assert torch.equal(again.view(torch.uint8), exact.view(torch.uint8))  # bit for bit
+
+
+@ROWS
+def test_every_recipe_makes_an_array_of_the_row_s_numpy_dtype(row: Dtype) -> None:
+    recipes: list[dict[str, Any]] = [{"kind": "uniform", "seed": 3, "low": -2.0, "high": 2.0},
+                                     *({"kind": "pattern", "pattern": name} for name in
+                                       ("zeros", "ones", "arange", "arange-centered"))]
+    for recipe in recipes:
+        assert values.make_array(recipe, row.name, [2, 3]).dtype == np.dtype(row.numpy)
+
+
+@ROWS
+def test_tolerances_are_what_compare_and_triage_use(row: Dtype) -> None:
+    assert compare.tolerance(row.name) == (row.rtol, row.atol)
+    assert compare.tolerance(row.name, 0.5, 0.25) == (0.5, 0.25)
+    assert (row.eps is not None) == (row.name in triage.EPS)
+
+
+def test_a_dtype_s_tolerance_decides_a_comparison() -> None:
+    def tensor(value: float, dtype: str) -> dict[str, Any]:
+        arr = np.asarray([value], dtype=values.numpy_dtype(dtype))
+        return {"t": "tensor", "dtype": dtype, "shape": [1], "data": arr}
+
+    assert compare.compare(tensor(1.0, "float32"), tensor(1.0001, "float32")) is not None
+    assert compare.compare(tensor(1.0, "float16"), tensor(1.0001, "float16")) is None
+    assert compare.compare(tensor(1.0, "bfloat16"), tensor(1.0078125, "bfloat16")) is None
+    assert compare.compare(tensor(1, "int64"), tensor(2, "int64")) is not None
+
+
+def test_every_declarable_precision_is_a_floating_row_with_tolerances() -> None:
+    for name in PRECISIONS:
+        row = BY_NAME[name]
+        assert row.family == "float" and row.rtol > 0 and row.atol > 0
+
+
+@ROWS
+def test_autograd_is_asked_of_a_dtype_only_where_it_works(row: Dtype) -> None:
+    assert values.differentiable(row.name) is row.grad
+    if row.grad:
+        torch.zeros(2, dtype=_torch(row), requires_grad=True)
+    elif row.family in ("int", "bool"):
+        with pytest.raises(RuntimeError, match="can require gradients"):
+            torch.zeros(2, dtype=_torch(row), requires_grad=True)
+    else:  # float8: the tensor takes a gradient, its kernels have no backward
+        x = torch.zeros(2, dtype=_torch(row), requires_grad=True)
+        with pytest.raises(NotImplementedError):
+            (x * x).sum().backward()
+
+
+@ROWS
+def test_a_repro_casts_an_arange_where_torch_has_no_kernel_for_it(row: Dtype) -> None:
+    if not row.arange:
+        with pytest.raises(RuntimeError, match="not implemented"):
+            torch.arange(3, dtype=_torch(row))
+
+
+def test_every_dtype_without_an_arange_kernel_is_cast_in_a_repro() -> None:
+    lacking = set()
+    for row in TABLE:
+        try:
+            torch.arange(3, dtype=_torch(row))
+        except RuntimeError:
+            lacking.add(row.name)
+    assert lacking == {row.name for row in TABLE if not row.arange}
+
+
+@ROWS
+@pytest.mark.parametrize("pattern", ["zeros", "ones", "arange", "arange-centered"])
+def test_a_repro_makes_a_pattern_s_values_bit_for_bit_as_the_runtime_does(
+        row: Dtype, pattern: str) -> None:
+    """The expression a repro writes for an input, run, is the tensor the runtime made."""
+    from checks.codegen import tensor_expr
+
+    recipe: dict[str, Any] = {"kind": "pattern", "pattern": pattern}
+    made = values.cast_input(torch, torch.from_numpy(values.make_array(recipe, row.name, [2, 3])),
+                             row.name)
+    written = eval(tensor_expr(recipe, row.name, [2, 3], False, None), {"torch": torch})
+    assert written.dtype == made.dtype and written.shape == made.shape
+    assert torch.equal(written.view(torch.uint8), made.view(torch.uint8)), (written, made)
+
+
+def test_narrower_dtypes_are_of_the_family_less_precise_and_most_precise_first() -> None:
+    assert NARROWER
+    for wide, narrower in NARROWER.items():
+        eps = [BY_NAME[name].eps or 0.0 for name in narrower]
+        assert eps == sorted(eps) and min(eps) > (BY_NAME[wide].eps or 0.0)
+        assert {BY_NAME[name].family for name in narrower} == {BY_NAME[wide].family}
+    for row in TABLE:
+        assert all(wide in NARROWER and row.name in NARROWER[wide] for wide in row.narrows)
+
+
+@pytest.mark.parametrize("name", sorted({n for names in NARROWER.values() for n in names}))
+def test_a_narrower_dtype_holds_exactly_its_own_values(name: str) -> None:
+    """:func:`holds` against torch's own rounding: values rounded to the dtype are held, the
+    same values unrounded are not."""
+    rng = np.random.default_rng(0)
+    wide = rng.normal(size=200) * 100
+    if BY_NAME[name].family == "complex":
+        wide = wide + 1j * rng.normal(size=200)
+    rounded = torch.from_numpy(wide).to(getattr(torch, name)).to(torch.from_numpy(wide).dtype)
+    assert holds(rounded.numpy(), name)
+    assert not holds(wide, name)
+
+
+def test_the_float64_preset_computes_in_float64_what_a_candidate_may_narrow() -> None:
+    from checks.presets import PRESETS
+
+    low = [f"torch.{row.name}" for row in TABLE if "float64" in row.narrows]
+    assert f"_LOW = ({', '.join(low)})\n" in PRESETS["torch-float64"]
+
+
+def test_random_ops_leave_out_the_dtypes_whose_range_is_clipped() -> None:
+    assert set(opinfo_specs.LOW_PRECISION) == {
+        row.name for row in TABLE if row.finite_max is not None}
+    assert "float32" not in opinfo_specs.LOW_PRECISION
+
+
+def test_the_table_imports_neither_torch_nor_the_engine() -> None:
+    """The worker imports it as a top-level module beside its own, and the engine reads it
+    before torch is imported."""
+    code = ("import sys; import dtypes, values; "
+            "assert 'torch' not in sys.modules and 'checks' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT / "checks" / "runtime", check=True)
+    code = "import sys, checks.runtime.dtypes; assert 'torch' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
