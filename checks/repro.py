@@ -334,7 +334,8 @@ def run_script(script: str, python: str = sys.executable, timeout: float = 600.0
         path.write_text(script)
         if warm and not warm_interpreters.fresh_only():
             interpreter = warm_interpreters.shared(python, env)
-            return interpreter.run(path, list(args or []), timeout)
+            code, output = interpreter.run(path, list(args or []), timeout)
+            return code, _in_folder(output, tmp)
         with subprocess.Popen([python, str(path), *(args or [])], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, cwd=tmp, env=env,
                               start_new_session=True) as proc:
@@ -344,7 +345,15 @@ def run_script(script: str, python: str = sys.executable, timeout: float = 600.0
                 return -1, f"the repro did not finish within {timeout:g} s"
             finally:  # also what the script left running, and when this process is stopped
                 _kill_session(proc)
-    return proc.returncode, (stdout[-3000:] + stderr[-3000:])
+    return proc.returncode, _in_folder(stdout, tmp)[-3000:] + _in_folder(stderr, tmp)[-3000:]
+
+
+def _in_folder(output: str, folder: str) -> str:
+    """The output as it reads from the script's folder (``repro.py:28: UserWarning``): the
+    throwaway folder's name differs each run, and a report says the same for the same seed."""
+    for name in {os.path.realpath(folder), folder}:
+        output = output.replace(name + os.sep, "")
+    return output
 
 
 def _kill_session(proc: subprocess.Popen[str]) -> None:

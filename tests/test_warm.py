@@ -51,6 +51,17 @@ def test_a_warm_fork_has_the_environment_it_is_given(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_output_names_the_script_as_its_folder_does_fresh_or_warm() -> None:
+    """A warning names the script's file; the throwaway folder around it differs each run,
+    and a report must say the same for the same seed."""
+    script = "import warnings\nwarnings.warn('implicit dim')\n"
+    for warm in (False, True):
+        code, output = repro.run_script(script, timeout=120, warm=warm)
+        assert code == 0 and output.startswith("repro.py:2: UserWarning: implicit dim"), output
+        assert "alignbot-repro-" not in output
+
+
+@pytest.mark.slow
 def test_a_warm_script_that_hangs_is_killed_at_its_timeout() -> None:
     code, output = repro.run_script("import time\ntime.sleep(600)\n", timeout=2, warm=True)
     assert (code, output) == (-1, "the repro did not finish within 2 s")
