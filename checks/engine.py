@@ -5,10 +5,13 @@ from __future__ import annotations
 import hashlib
 import math
 import random
+import sys
+import sysconfig
 import time
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -97,7 +100,7 @@ def trace_program(spec: Spec, ctx: DrawContext,
             raise
         except Exception as exc:
             if exc is not tracer.raised:
-                where = traceback.extract_tb(exc.__traceback__)[-1]
+                where = spec_frame(exc)
                 raise SpecError(f"spec {spec.name} raised on the reference: "
                                 f"{type(exc).__name__}: {exc} ({where.filename}:{where.lineno})"
                                 ) from exc
@@ -109,6 +112,28 @@ def trace_program(spec: Spec, ctx: DrawContext,
     if explorer is not None:
         explorer.record(ctx.points, ctx.choices)
     return program, tracer.observations
+
+
+_ENGINE = Path(__file__).resolve().parent
+_LIBRARY = _ENGINE / "library"  # the built-in specs: a spec's own lines, as a user's are
+_INSTALLED = tuple({Path(p).resolve() for p in (sys.prefix, sys.base_prefix,
+                                                sysconfig.get_paths()["stdlib"])})
+
+
+def spec_frame(exc: BaseException) -> traceback.FrameSummary:
+    """The line of the spec's own code that raised ``exc``: the innermost frame outside the
+    engine and outside installed packages (torch, NumPy, the standard library), so a misuse
+    of the DSL names the spec's line, not ``checks/dsl.py``; the innermost frame when there is
+    none (the spec's code is all installed)."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    for frame in reversed(frames):
+        path = Path(frame.filename).resolve()
+        if path.is_relative_to(_LIBRARY):
+            return frame
+        if not path.is_relative_to(_ENGINE) \
+                and not any(path.is_relative_to(root) for root in _INSTALLED):
+            return frame
+    return frames[-1]
 
 
 def evaluate(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import random
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -297,3 +298,34 @@ def test_merging_each_spec_apart_then_in_spec_order_is_one_merge(seed: int) -> N
             again.add(finding)
     assert [f.to_json() for f in again.collected()] == [f.to_json() for f in one.collected()]
     assert one.collected()[0].count == sum(len(found) for found in per_spec)
+
+
+def test_a_spec_s_misuse_of_the_dsl_names_the_spec_s_line(tmp_path: Path) -> None:
+    """Not checks/dsl.py's: the user fixes their spec, not the engine."""
+    from checks.dsl import DrawContext
+    from checks.spec_loading import load_file
+    from checks.trace import SpecError
+
+    path = tmp_path / "my_specs.py"
+    path.write_text("from typing import Any\n\nfrom checks import autotest, random, random_tensor\n"
+                    "\n\n@autotest(n=1)\ndef empty(torch: Any) -> Any:\n"
+                    "    x = random_tensor(ndim=1)\n"
+                    "    return x * int(random(3, 3))\n")
+    (spec,) = load_file(path)
+    with pytest.raises(SpecError) as raised:
+        trace_program(spec, DrawContext(choices=[]))
+    assert str(raised.value).endswith(f"integer range is empty (high is excluded) ({path}:9)")
+
+
+def test_a_built_in_spec_s_own_line_is_named_too() -> None:
+    """The library's specs are specs: their line, not the DSL's, wherever alignbot is
+    installed."""
+    import checks.library.activations as library
+    from checks.dsl import random
+    from checks.engine import spec_frame
+
+    try:
+        exec(compile("int(random(3, 3))", library.__file__, "exec"), {"random": random})
+    except Exception as exc:
+        frame = spec_frame(exc)
+    assert (frame.filename, frame.lineno) == (library.__file__, 1)
