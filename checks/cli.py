@@ -269,6 +269,8 @@ def cmd_check(args: argparse.Namespace) -> int:
         with contextlib.ExitStack() as stack:
             stack.enter_context(progress.routed_warnings())
             try:
+                progress.phase(f"starting the candidate ({config.name}), then tracing "
+                               f"{len(specs)} spec{'s' if len(specs) != 1 else ''}")
                 run = how(args, config, specs, progress, stack)
                 result, stopped = _check_and_minimize(
                     run, not args.no_minimize and args.write_known is None, known, baseline)

@@ -32,6 +32,7 @@ class Progress:
         self.total, self.stream, self.mode, self.clock = max(total, 1), stream, mode, clock
         self.interval, self.redraw, self.width = interval, redraw, width
         self.started = clock()
+        self._first: tuple[float, int] | None = None  # when programs were first counted
         self._last: float | None = None  # when a line was last written
         self._shown = ""  # the line on screen (bar mode)
 
@@ -46,15 +47,28 @@ class Progress:
         """``done`` of the drawn programs are judged; ``findings`` distinct findings so far."""
         if self.mode == OFF:
             return
-        elapsed = self.clock() - self.started
-        done = min(done, self.total)
-        eta = f", ETA {duration(elapsed / done * (self.total - done))}" if done else ""
+        now, done = self.clock(), min(done, self.total)
+        if self._first is None:
+            self._first = (now, done)
+        since, counted = now - self._first[0], done - self._first[1]
+        # the rate of the programs judged since the first count: starting the candidate and
+        # tracing the first program are not a program's time
+        eta = f", ETA {duration(since / counted * (self.total - done))}" if counted else ""
         plural = "s" if findings != 1 else ""
         text = f"{done}/{self.total} programs, {findings} finding{plural}{eta}"
         if self.mode == BAR:
             filled = self.width * done // self.total
             text = f"[{'#' * filled}{'-' * (self.width - filled)}] {text}"
         self._show(text, final=done == self.total)
+
+    def phase(self, text: str) -> None:
+        """What the run is doing before its first program is judged (starting the
+        candidate, tracing), on a terminal: shown at once in the bar's place, so a slow start
+        is not a silent screen. A log gets none (its lines are what a run judged, and an
+        error before the first program stays its one line)."""
+        if self.mode == BAR:
+            self._show(text, final=True)
+            self._last = None  # the first program's bar is not held back by it
 
     def minimizing(self, index: int, count: int, op: str, calls: int) -> None:
         """Finding ``index`` (from 1) of ``count``, at ``op``, after ``calls`` oracle calls."""
@@ -100,8 +114,8 @@ class Progress:
             self.stream.write("\r\033[K" + text)
             self._shown = text
         else:
-            if self._last is not None and now - self._last < self.interval:
-                return
+            if self._last is not None and now - self._last < self.interval and not final:
+                return  # the last line (N/N programs) is always written
             self.stream.write(f"alignbot: {text}\n")
         self._last = now
         self.stream.flush()

@@ -36,7 +36,8 @@ def test_plain_lines_come_at_most_every_ten_seconds() -> None:
     assert len(lines) == len(times) == 4  # at 0, 10, 20 and 30 s
     assert all(b - a >= 10 for a, b in itertools.pairwise(times))
     assert all(line.startswith("alignbot: ") and "\r" not in line for line in lines)
-    assert lines[1].startswith("alignbot: 101/1000 programs, 1 finding, ETA 1m29s")
+    assert lines[0] == "alignbot: 1/1000 programs, 0 findings"  # no rate yet: no ETA
+    assert lines[1].startswith("alignbot: 101/1000 programs, 1 finding, ETA 1m30s")
 
 
 def test_minimizing_progress_names_the_finding_and_the_oracle_calls() -> None:
@@ -83,7 +84,7 @@ def test_warnings_go_below_the_bar_which_is_redrawn() -> None:
     progress.programs(3, findings=0)
     with progress.routed_warnings():
         warnings.warn("this overload is deprecated", UserWarning, stacklevel=1)
-    bar = "[#######-----------------] 3/10 programs, 0 findings, ETA 0s"
+    bar = "[#######-----------------] 3/10 programs, 0 findings"
     assert out.getvalue().endswith("\n" + bar)
     cleared = out.getvalue().split("\r\033[K")[-1]  # the bar is cleared, then the warning
     assert cleared.startswith(__file__)
@@ -109,3 +110,32 @@ def test_not_a_terminal_means_plain_lines() -> None:
 
 def test_duration() -> None:
     assert [duration(s) for s in (0, 42.4, 185, 3720)] == ["0s", "42s", "3m05s", "1h02m"]
+
+
+def test_the_eta_is_the_rate_of_programs_not_of_the_start() -> None:
+    """A run that took 60 s to start and then judges a program a second says so; a terminal
+    is told what the start is doing, at once."""
+    clock, out = Clock(), Terminal()
+    progress = Progress(100, out, mode=BAR, clock=clock)
+    progress.phase("starting the candidate (torch), then tracing 3 specs")
+    assert out.getvalue() == "\r\033[Kstarting the candidate (torch), then tracing 3 specs"
+    clock.now += 60
+    progress.programs(1, findings=0)
+    assert out.getvalue().endswith("] 1/100 programs, 0 findings")  # no rate yet, no ETA
+    clock.now += 10
+    progress.programs(11, findings=0)
+    assert out.getvalue().endswith("] 11/100 programs, 0 findings, ETA 1m29s")
+    progress.close()
+    log = io.StringIO()
+    Progress(100, log, mode=PLAIN, clock=clock).phase("starting")
+    assert log.getvalue() == ""  # a log's lines are programs judged
+
+
+def test_a_log_gets_the_last_line_however_soon_it_comes() -> None:
+    clock, out = Clock(), io.StringIO()
+    progress = Progress(3, out, mode=PLAIN, clock=clock)
+    for done in (1, 2, 3):
+        clock.now += 1
+        progress.programs(done, findings=1)
+    assert out.getvalue().splitlines() == [
+        "alignbot: 1/3 programs, 1 finding", "alignbot: 3/3 programs, 1 finding, ETA 0s"]
