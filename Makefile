@@ -16,7 +16,7 @@ OPENVINO_STAMP := $(call candidate_stamp,$(OPENVINO_VENV),openvino)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[test]'
+	$(BIN)/python -m pip install --quiet --no-compile -e '.[test]'
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
@@ -39,8 +39,13 @@ TEST_WORKERS ?= 2
 # in the caller's environment would make every one compile them again (measured on two
 # cores: test_security_commands and test_serve take 10% less CPU with it unset).
 unexport PYTHONDONTWRITEBYTECODE
+# The interpreters' packages are installed without compiling them (--no-compile): the first
+# import compiles what is used, a fraction of torch's modules (one torch install: 62 -> 24 s
+# wall here). The suite runs one torch process per core and more: each keeps to one thread
+# (OMP_NUM_THREADS=1; measured on test_engine + test_triage: 7% less CPU than a thread per
+# core); the sandboxed checks set their own.
 SETUP_JOBS ?= 4
-PYTEST = bash -c 'source scripts/postgres.sh && \
+PYTEST = bash -c 'source scripts/postgres.sh && OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 \
 	  ALIGNBOT_PADDLE_PYTHON=$(abspath $(PADDLE_VENV))/bin/python \
 	  ALIGNBOT_TORCHAX_PYTHON=$(abspath $(TORCHAX_VENV))/bin/python \
 	  ALIGNBOT_OPENVINO_PYTHON=$(abspath $(OPENVINO_VENV))/bin/python $(BIN)/pytest -q \
@@ -73,7 +78,7 @@ clean:
 # tests check through --python. Its own venv, as a framework team would have it.
 $(PADDLE_VENV)/.installed:
 	test -x $(PADDLE_VENV)/bin/python || $(PYTHON) -m venv $(PADDLE_VENV)
-	$(PADDLE_VENV)/bin/python -m pip install --quiet paddlepaddle==3.3.1
+	$(PADDLE_VENV)/bin/python -m pip install --quiet --no-compile paddlepaddle==3.3.1
 	touch $@
 
 # Real candidates nobody here wrote, each in an interpreter of its own beside the CPU build of
@@ -82,7 +87,7 @@ $(PADDLE_VENV)/.installed:
 # words, make says so, and their tests skip with that reason (the next make tries again).
 define candidate_venv
 	rm -rf $(1) && $(PYTHON) -m venv $(1)
-	if $(1)/bin/python -m pip install --quiet -r requirements/$(2).txt > $(1)/pip.log 2>&1; \
+	if $(1)/bin/python -m pip install --quiet --no-compile -r requirements/$(2).txt > $(1)/pip.log 2>&1; \
 	then touch $@; \
 	else { grep '^ERROR' $(1)/pip.log || tail -n 1 $(1)/pip.log; } | cut -c1-200 | tail -n 2 \
 	  | tr -s '\n' ' ' > $(1)/.unavailable; \
