@@ -42,7 +42,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         info = getattr(item, "_fixtureinfo", None)
         if info is None:
             continue
-        if "planted_report" in info.names_closure:  # one worker makes it, for every module
+        if "planted_report_text" in info.names_closure:  # one worker makes it, for all
             group = "planted-report"
         elif any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values()):
             group = item.nodeid.split("::", 1)[0]
@@ -176,15 +176,21 @@ def planted_prelude() -> str:
 
 
 @pytest.fixture(scope="session")
-def planted_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """The minimized, verified and triaged report of every planted bug (seed 7), made once
-    per session: the repro, minimizer and triage tests all read it."""
+def planted_report_text(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The JSON text, as written, of the minimized, verified and triaged report of every
+    planted bug (seed 7), made once per session (with timings: a test reads the seconds)."""
     path = tmp_path_factory.mktemp("planted") / "report.json"
     code = check_main(["check", "--prelude", (FIXTURES / "planted_prelude.py").read_text(),
                        "--spec-file", str(FIXTURES / "planted_specs.py"), "--timeout", "3",
                        "--seed", "7", "--json", str(path), "--no-progress"])
     assert code == 1
-    report: dict[str, Any] = json.loads(path.read_text())
+    return path.read_text()
+
+
+@pytest.fixture(scope="session")
+def planted_report(planted_report_text: str) -> dict[str, Any]:
+    """The planted-bug report, parsed: the repro, minimizer and triage tests all read it."""
+    report: dict[str, Any] = json.loads(planted_report_text)
     assert report["findings"]
     return report
 
