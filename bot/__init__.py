@@ -33,6 +33,8 @@ alignment, trust, commands, reminders, status — imports another: ``tests/test_
 - ``sharding.py``   the same feature's sharded checks: ``align-shard`` jobs any worker runs,
                     merged by the last one into the one check run and comment
 - ``shard_groups.py`` the shard jobs of a split check, their reports, its one end
+- ``check_run.py``  the check run of one head as one job sees it (``CheckRunLifecycle``: none →
+                    open → completed or handed over), shared by whole and sharded checks
 - ``output.py``     check-run and sticky-comment rendering from templates/, within GitHub's limits
 - ``policy.py``     who is trusted: ``/ok-to-test`` records and the head each one binds to,
                     author associations, the base branch's config (read by trust and

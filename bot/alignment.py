@@ -3,7 +3,7 @@ check run and one sticky comment, edited in place on later pushes."""
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import json
 import logging
 import tempfile
@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from github import GithubException
-from github.GithubObject import NotSet
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
@@ -25,6 +24,7 @@ from checks.api import KNOWN_PATH, KnownFile, KnownFileError, load_known
 from . import baseline as baselines
 from .archive import ArchiveError, extract_tarball
 from .baseline import BASELINE_FILE, Classified, classify
+from .check_run import CheckRunLifecycle, ended_on_failure, external_id, open_check_run
 from .config import CONFIG_PATH, ConfigError, RepoConfig, load_config
 from .engine_command import check_args
 from .engine_report import EngineReport, InvalidReport, empty_report, parse_report
@@ -44,7 +44,6 @@ from .output import (
     MARKER,
     CheckContext,
     Conclusion,
-    batches,
     candidate_line,
     check_output,
     comment_body,
@@ -55,7 +54,7 @@ from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
 from .seeds import check_seed
 from .storage import installation_gone
 from .webhooks import Event, WebhookRouter
-from .worker import JobLost, JobSuperseded, ensure_current, stop_event
+from .worker import ensure_current, stop_event
 
 log = logging.getLogger(__name__)
 
@@ -158,28 +157,23 @@ class AlignmentJob:
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         """Run the job; once its check run exists, every way out completes it, except a
         transient error (the worker runs the job again, which finds the same check run)."""
-        gone = None if self.engine is None else installation_gone(
-            self.engine, job.payload["installation_id"])
-        if gone is not None:
-            log.info("job %d (%s): not checked, the App was %s", job.id, job.key, gone)
-            return {"skipped": f"the App was {gone}"}
-        runs: list[Any] = []
+        if (skipped := app_removed(self.engine, job)) is not None:
+            return skipped
+        lifecycle = CheckRunLifecycle(job.payload["head_sha"])
         try:
-            with transient_failures(self.app, job.payload["installation_id"]):
-                return self._run(job, runs)
+            with ended_on_failure(lifecycle, functools.partial(self._ended_by, job)), \
+                    transient_failures(self.app, job.payload["installation_id"]):
+                return self._run(job, lifecycle)
         except InstallationGone as exc:  # no token: nothing can be posted, nor retried
             log.info("job %d (%s): not checked: %s", job.id, job.key, exc)
             return {"skipped": str(exc)}
-        except Exception as exc:
-            # a job another worker took over is that worker's to post: write nothing
-            if runs and not will_retry(exc) and not isinstance(exc, JobLost):
-                superseded = isinstance(exc, JobSuperseded)
-                reason = self._superseded_by(job) if superseded else (
-                    f"alignbot failed while checking this head ({type(exc).__name__}); "
-                    "the service's log has the details")
-                _finish(runs[-1], job.payload["head_sha"], reason,
-                        Conclusion.CANCELLED if superseded else Conclusion.FAILURE)
-            raise
+
+    def _ended_by(self, job: JobRecord, error: Exception, superseded: bool) -> str | None:
+        """The line that ends the open check run after ``error``; None for a gone
+        installation, which leaves no token to write it with."""
+        if isinstance(error, InstallationGone):
+            return None
+        return self._superseded_by(job) if superseded else failed_reason(error, "this head")
 
     def _superseded_by(self, job: JobRecord) -> str:
         """Why a superseded job's check run ends: the pull request's newer head, by sha."""
@@ -201,14 +195,12 @@ class AlignmentJob:
         head_sha = payload["head_sha"]
         try:
             repo = self.app.client(payload["installation_id"]).get_repo(payload["repo"])
-            run = find_check_run(repo, head_sha, job.key)
-            if run is not None and run.status != "completed":
-                _finish(run, head_sha, reason, Conclusion.FAILURE)
+            CheckRunLifecycle.found(repo, head_sha, job.key).fail_if_open(reason)
         except Exception:
             log.exception("could not complete the check run of job %s (%s)", job.id,
                           external_id(job.key, head_sha))
 
-    def _run(self, job: JobRecord, runs: list[Any]) -> dict[str, Any] | None:
+    def _run(self, job: JobRecord, lifecycle: CheckRunLifecycle) -> dict[str, Any] | None:
         payload = job.payload
         gh = self.app.client(payload["installation_id"])
         repo = gh.get_repo(payload["repo"])
@@ -231,9 +223,8 @@ class AlignmentJob:
             if split is not None:  # its worker died after the split: the shards end the run
                 return split
             self.sharding.close_superseded(job, repo, head_sha)
-        run = _check_run(repo, head_sha, job.key, self.status_url and (
+        run = lifecycle.open(repo, job.key, self.status_url and (
             f"{self.status_url}/status/{payload['repo']}/pull/{payload['number']}"))
-        runs.append(run)
         started = time.monotonic()
         if text is None:
             assert unreadable is not None
@@ -245,8 +236,8 @@ class AlignmentJob:
             if shards > 1 and self.sharding is not None:
                 result = self.sharding.split(job, ctx, shards)
                 if result is None:  # superseded or taken over before the shards were queued
-                    return self._cancelled(job, run, runs)
-                runs.clear()  # the shards end the check run
+                    return self._cancelled(job, lifecycle)
+                lifecycle.hand_over()  # the shards end the check run
                 return {**result, "check_run_id": run.id}
             self.check(ctx, config, repo, payload)
         ctx.seconds = time.monotonic() - started
@@ -254,24 +245,21 @@ class AlignmentJob:
             ctx.full_report_url = f"{self.public_url.rstrip('/')}/reports/{job.id}"
         ensure_current()  # under a worker: superseded or taken over since the sandbox ran
         if not self.queue.is_current(job.id):
-            return self._cancelled(job, run, runs)
-        return self.post(pr, run, runs, ctx)
+            return self._cancelled(job, lifecycle)
+        return self.post(pr, lifecycle, ctx)
 
-    def _cancelled(self, job: JobRecord, run: Any, runs: list[Any]) -> dict[str, Any]:
-        runs.clear()
+    def _cancelled(self, job: JobRecord, lifecycle: CheckRunLifecycle) -> dict[str, Any]:
         reason = self._superseded_by(job)
-        _finish(run, job.payload["head_sha"], reason, Conclusion.CANCELLED)
+        lifecycle.fail_if_open(reason, Conclusion.CANCELLED)
         return {"skipped": reason}
 
-    def post(self, pr: PullRequest, run: Any, runs: list[Any], ctx: CheckContext
+    def post(self, pr: PullRequest, lifecycle: CheckRunLifecycle, ctx: CheckContext
              ) -> dict[str, Any]:
-        """Complete ``run`` from ``ctx``, then write the sticky comment."""
-        head_sha = ctx.head_sha
-        output = check_output(ctx)
-        _complete(run, output)
-        log.info("check run %s for %s completed: %s", run.id, head_sha[:12],
+        """Complete the open check run from ``ctx``, then write the sticky comment."""
+        run, output = lifecycle.run, check_output(ctx)
+        lifecycle.complete(output)  # whatever fails from here on keeps its conclusion
+        log.info("check run %s for %s completed: %s", run.id, ctx.head_sha[:12],
                  output.conclusion.value)
-        runs.clear()  # completed: whatever fails from here on does not change its conclusion
         ensure_current()
         comment_id = _upsert_comment(pr, self.app.bot_login(), comment_body(ctx))
         return {"conclusion": output.conclusion.value, "check_run_id": run.id,
@@ -440,7 +428,7 @@ def _held(repo: Repository, head_sha: str, key: str, hold: Hold) -> dict[str, An
     without a title, e.g. ``trust.outside_contributors: skip``, posts none)."""
     if hold.title is not None:
         ensure_current()  # a job another worker took over posts nothing
-        run = _check_run(repo, head_sha, key)
+        run = open_check_run(repo, head_sha, key)
         run.edit(status="completed", conclusion=hold.conclusion,
                  output={"title": hold.title, "summary": hold.summary})
     return {"skipped": hold.reason}
@@ -474,64 +462,22 @@ def _specs(config: RepoConfig, changed: list[str], payload: dict[str, Any]) -> l
     return config.specs_for(changed)
 
 
-def external_id(key: str, head_sha: str) -> str:
-    """The external id of the check run of pull request ``key`` at ``head_sha``: how a job
-    run again, a shard or a newer push finds the run an earlier job created."""
-    return f"{key}@{head_sha}"
+def app_removed(engine: Engine | None, job: JobRecord, what: str = "") -> dict[str, Any] | None:
+    """``{"skipped": …}`` when ``engine`` records the job's installation as gone (removed or
+    suspended): nothing is checked and nothing posted; else None. ``what`` names a shard."""
+    gone = None if engine is None else installation_gone(engine, job.payload["installation_id"])
+    if gone is None:
+        return None
+    log.info("job %d (%s%s): not checked, the App was %s", job.id, job.key,
+             f", {what}" if what else "", gone)
+    return {"skipped": f"the App was {gone}"}
 
 
-def find_check_run(repo: Repository, head_sha: str, key: str) -> Any | None:
-    """The check run of pull request ``key`` at ``head_sha``, or None when there is none."""
-    wanted = external_id(key, head_sha)
-    for run in repo.get_commit(head_sha).get_check_runs(check_name=CHECK_NAME):
-        if run.external_id == wanted:
-            return run
-    return None
-
-
-def _check_run(repo: Repository, head_sha: str, key: str, details_url: str | None = None
-               ) -> Any:
-    """The check run for this head, found again by its external id, or a new one (linking
-    ``details_url``, the pull request's status page, when given)."""
-    run = find_check_run(repo, head_sha, key)
-    if run is not None:
-        run.edit(status="in_progress")
-        return run
-    return repo.create_check_run(name=CHECK_NAME, head_sha=head_sha, status="in_progress",
-                                 external_id=external_id(key, head_sha),
-                                 details_url=details_url or NotSet)
-
-
-def _complete(run: Any, output: Any) -> None:
-    chunks = batches(output.annotations)
-    for index, chunk in enumerate(chunks):
-        body: dict[str, Any] = {"title": output.title, "summary": output.summary,
-                                "text": output.text}
-        if chunk:
-            body["annotations"] = chunk
-        last = index == len(chunks) - 1
-        if last:
-            run.edit(status="completed", conclusion=output.conclusion.value, output=body)
-        else:
-            run.edit(output=body)
-
-
-def will_retry(error: BaseException) -> bool:
-    """A transient error, or a rate limit the worker reschedules (``retry_at``): the job runs
-    again and finds its check run again, so it is left in progress."""
-    return is_transient(error) or hasattr(error, "retry_at")
-
-
-def _finish(run: Any, head_sha: str, reason: str, conclusion: Conclusion) -> None:
-    """Complete ``run`` with ``reason`` as the one line of its output; best effort."""
-    ctx = CheckContext(head_sha, "?", failure=reason)
-    output = dataclasses.replace(check_output(ctx), conclusion=conclusion, annotations=[])
-    if conclusion is Conclusion.CANCELLED:
-        output.title = reason
-    try:
-        _complete(run, output)
-    except Exception:
-        log.exception("could not complete check run %s (%s)", getattr(run, "id", "?"), reason)
+def failed_reason(error: Exception, what: str) -> str:
+    """The one line of a check run that an unexpected error ended: which error, on ``what``
+    (this head, or a shard of it)."""
+    return (f"alignbot failed while checking {what} ({type(error).__name__}); the service's "
+            "log has the details")
 
 
 def _upsert_comment(pr: PullRequest, login: str, body: str) -> int:

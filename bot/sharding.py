@@ -4,6 +4,7 @@ check would have written, and completes the one check run and the one sticky com
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass
 from typing import Any, cast
@@ -13,16 +14,9 @@ from github.Repository import Repository
 
 from checks.api import Report, ShardError, merge_shards, select_shard
 
-from .alignment import (
-    INVALID_REPORT_ADVICE,
-    AlignmentJob,
-    _check_run,
-    _finish,
-    find_check_run,
-    known_file,
-    will_retry,
-)
+from .alignment import INVALID_REPORT_ADVICE, AlignmentJob, app_removed, failed_reason, known_file
 from .baseline import classify
+from .check_run import CheckRunLifecycle, ended_on_failure
 from .config import CONFIG_PATH
 from .engine_report import EngineReport, InvalidReport, parse_report
 from .github import FileTooLarge, read_text, transient_failures
@@ -31,8 +25,8 @@ from .output import CheckContext, Conclusion
 from .queue import JobRecord, JobRequest
 from .seeds import check_seed
 from .shard_groups import Group, ShardGroups
-from .storage import GroupEnd, installation_gone, utcnow
-from .worker import JobLost, JobSuperseded, current_worker, ensure_current
+from .storage import GroupEnd, utcnow
+from .worker import current_worker, ensure_current
 
 log = logging.getLogger(__name__)
 
@@ -75,10 +69,8 @@ class Sharding:
                 continue
             if group.head_sha == job.payload["head_sha"]:
                 continue
-            run = find_check_run(repo, group.head_sha, job.key)
-            if run is not None and run.status != "completed":
-                _finish(run, group.head_sha, f"superseded by {newer[:12]}",
-                        Conclusion.CANCELLED)
+            CheckRunLifecycle.found(repo, group.head_sha, job.key).fail_if_open(
+                f"superseded by {newer[:12]}", Conclusion.CANCELLED)
 
 
 @dataclass
@@ -96,12 +88,8 @@ class ShardJob:
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:
         payload = job.payload
         check = self.check
-        gone = None if check.engine is None else installation_gone(
-            check.engine, payload["installation_id"])
-        if gone is not None:
-            log.info("job %d (%s, %s): not checked, the App was %s", job.id, job.key,
-                     label(job), gone)
-            return {"skipped": f"the App was {gone}"}
+        if (skipped := app_removed(check.engine, job, label(job))) is not None:
+            return skipped
         group = self.groups.get(int(payload["parent"]))
         if group is None or job.id not in group.jobs or \
                 group.jobs.index(job.id) + 1 != int(payload["shard"]) or \
@@ -109,28 +97,28 @@ class ShardJob:
             return {"skipped": "not a shard of a check this service split"}
         if group.ended is not None and group.ended_by != job.id:
             return {"skipped": f"its check ended ({group.ended})"}
-        runs: list[Any] = []
-        try:
-            with transient_failures(check.app, payload["installation_id"]):
-                return self._run(job, group, runs)
-        except Exception as exc:
-            if runs and not will_retry(exc) and not isinstance(exc, JobLost):
-                superseded = isinstance(exc, JobSuperseded)
-                how = GroupEnd.CANCELLED if superseded else GroupEnd.FAILED
-                if self.groups.end(group.parent_id, how, job.id):
-                    reason = check._superseded_by(job) if superseded else (
-                        f"alignbot failed while checking {label(job)} of this head "
-                        f"({type(exc).__name__}); the service's log has the details")
-                    _finish(runs[-1], payload["head_sha"], reason,
-                            Conclusion.CANCELLED if superseded else Conclusion.FAILURE)
-            raise
+        lifecycle = CheckRunLifecycle(payload["head_sha"])
+        with ended_on_failure(lifecycle, functools.partial(self._ended_by, job, group)), \
+                transient_failures(check.app, payload["installation_id"]):
+            return self._run(job, group, lifecycle)
+
+    def _ended_by(self, job: JobRecord, group: Group, error: Exception, superseded: bool
+                  ) -> str | None:
+        """The line that ends the check run after ``error``, when this shard ends the group
+        (set once: a shard that did not end it writes nothing); else None."""
+        how = GroupEnd.CANCELLED if superseded else GroupEnd.FAILED
+        if not self.groups.end(group.parent_id, how, job.id):
+            return None
+        return self.check._superseded_by(job) if superseded else failed_reason(
+            error, f"{label(job)} of this head")
 
     def give_up(self, job: JobRecord, reason: str) -> None:
         """The shard failed for good: the check fails, with which shard and why."""
         if self.groups.end(int(job.payload["parent"]), GroupEnd.FAILED, job.id):
             self.check.give_up(job, f"{label(job)}: {reason}")
 
-    def _run(self, job: JobRecord, group: Group, runs: list[Any]) -> dict[str, Any] | None:
+    def _run(self, job: JobRecord, group: Group, lifecycle: CheckRunLifecycle
+             ) -> dict[str, Any] | None:
         payload = job.payload
         head_sha = payload["head_sha"]
         repo = self.check.app.client(payload["installation_id"]).get_repo(payload["repo"])
@@ -139,33 +127,33 @@ class ShardJob:
             # closed, or pushed to: no later job of this head may end the check run
             ensure_current()
             if self.groups.end(group.parent_id, GroupEnd.CANCELLED, job.id):
-                _finish(_find_run(repo, head_sha, job.key), head_sha,
-                        self.check._superseded_by(job), Conclusion.CANCELLED)
+                lifecycle.attach(repo, job.key)
+                lifecycle.fail_if_open(self.check._superseded_by(job), Conclusion.CANCELLED)
             return {"skipped": "the pull request moved on (new head or closed)"}
         ensure_current()
-        runs.append(_find_run(repo, head_sha, job.key))
+        lifecycle.attach(repo, job.key)
         try:
             text = read_text(repo, CONFIG_PATH, head_sha)
         except FileTooLarge:
             text = None
         if text is None:
-            return self._end_failed(job, pr, runs, CheckContext(
+            return self._end_failed(job, pr, lifecycle, CheckContext(
                 head_sha, "?", failure=f"{label(job)}: {CONFIG_PATH} is gone or too large"))
         ctx, config = self.check.plan(repo, pr, head_sha, text, payload)
         if config is None:  # the configuration read at the split said otherwise
             ctx.failure = f"{label(job)}: {ctx.failure or 'no spec to check'}"
-            return self._end_failed(job, pr, runs, ctx)
+            return self._end_failed(job, pr, lifecycle, ctx)
         if group.ended is not GroupEnd.MERGED:  # else it merged before it stopped: again
             self.check.check(ctx, config, repo, payload)
             ensure_current()
             if ctx.report is None:
                 ctx.failure = f"{label(job)}: {ctx.failure}"
-                return self._end_failed(job, pr, runs, ctx)
+                return self._end_failed(job, pr, lifecycle, ctx)
             if group.ended is GroupEnd.FAILED:  # this shard failed, then GitHub was away
                 ctx.report, ctx.failure = None, (
                     f"{label(job)} failed on an earlier run, and the check run could not be "
                     "completed then; this run passed: run the check again")
-                return self._end_failed(job, pr, runs, ctx)
+                return self._end_failed(job, pr, lifecycle, ctx)
             own = {"shard": label(job), "shard_report": ctx.report.dump()}
             merges = self.groups.store(group.parent_id, job.id, current_worker(), own)
             if merges is None:
@@ -173,7 +161,7 @@ class ShardJob:
                 return {"skipped": "no longer this worker's job"}
             if not merges:
                 log.info("job %d (%s): %s stored its report", job.id, job.key, label(job))
-                runs.clear()
+                lifecycle.hand_over()  # the shard that stores the last report ends the run
                 return own
         results = self.groups.results(group)
         ctx.report = None
@@ -188,7 +176,7 @@ class ShardJob:
             ctx.full_report_url = f"{self.check.public_url.rstrip('/')}/reports/{job.id}"
         ensure_current()
         own = results[group.jobs.index(job.id)] or {}
-        return {**self.check.post(pr, runs[-1], runs, ctx), "shard": label(job),
+        return {**self.check.post(pr, lifecycle, ctx), "shard": label(job),
                 "shard_report": own.get("shard_report"), "merged": group.jobs}
 
     def _merge(self, results: list[dict[str, Any] | None], ctx: CheckContext,
@@ -216,14 +204,14 @@ class ShardJob:
             return f"the shards' reports do not merge: {exc}"
         return None
 
-    def _end_failed(self, job: JobRecord, pr: PullRequest, runs: list[Any],
+    def _end_failed(self, job: JobRecord, pr: PullRequest, lifecycle: CheckRunLifecycle,
                     ctx: CheckContext) -> dict[str, Any]:
         """End the check as failed with ``ctx.failure``, unless another shard ended it."""
         ensure_current()
         if not self.groups.end(int(job.payload["parent"]), GroupEnd.FAILED, job.id):
-            runs.clear()
+            lifecycle.hand_over()
             return {"skipped": "another shard ended the check", "failure": ctx.failure}
-        return {**self.check.post(pr, runs[-1], runs, ctx), "shard": label(job)}
+        return {**self.check.post(pr, lifecycle, ctx), "shard": label(job)}
 
 
 def _dealt_as_the_engine_deals(names: list[str], reports: list[dict[str, Any]]) -> None:
@@ -243,10 +231,3 @@ def _mergeable(report: EngineReport) -> dict[str, Any]:
     data = report.dump()
     data["exploration"] = data["exploration"] or []
     return data
-
-
-def _find_run(repo: Repository, head_sha: str, key: str) -> Any:
-    """The check run the ``align`` job created; found, not set in progress again (another
-    shard may have completed it), or created again if it is gone."""
-    run = find_check_run(repo, head_sha, key)
-    return run if run is not None else _check_run(repo, head_sha, key)

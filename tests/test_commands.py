@@ -18,9 +18,7 @@ from sqlalchemy import select
 from bot import commands
 from bot.alignment import AlignmentJob, on_pull_request
 from bot.commands import (
-    HANDLERS,
     CommandJob,
-    Name,
     RateLimit,
     on_issue_comment,
     on_review,
@@ -273,10 +271,6 @@ def test_commands_in_a_review_are_answered_by_a_reply(env: Env) -> None:
 
 
 # -- each command --------------------------------------------------------------------------
-
-
-def test_every_command_has_one_handler() -> None:
-    assert set(HANDLERS) == set(Name)
 
 
 def test_align_queues_the_check_with_overrides(env: Env) -> None:

@@ -4,13 +4,21 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
 from bot.commands import (
+    AlignCommand,
+    Command,
+    HelpCommand,
     Malformed,
     Name,
+    OkToTestCommand,
+    RemindCommand,
+    ReproCommand,
+    TrackCommand,
+    UpstreamCommand,
     command_lines,
     new_command_lines,
     parse_duration,
@@ -45,8 +53,9 @@ def test_an_edit_acts_only_on_new_lines() -> None:
     ("/alignbot", {"name": Name.HELP}),
     ("/repro A1B2C3D4E5F6", {"name": Name.REPRO, "fingerprint": "a1b2c3d4e5f6"}),
     ("/upstream a1b2c3d4e5f6 file", {"fingerprint": "a1b2c3d4e5f6", "file": True}),
-    ("/remind snooze 1w2d", {"remind": "snooze", "snooze": timedelta(days=9)}),
-    ("/remind off", {"remind": "off", "snooze": None}),
+    ("/remind snooze 1w2d", {"action": "snooze", "snooze": timedelta(days=9)}),
+    ("/remind off", {"action": "off", "snooze": None}),
+    ("/remind ON", {"action": "on", "snooze": None}),
     ("/ok-to-test", {"name": Name.OK_TO_TEST}),
     ("/track https://github.com/pytorch/pytorch/pull/123",
      {"name": Name.TRACK, "url": "https://github.com/pytorch/pytorch/pull/123"}),
@@ -58,6 +67,44 @@ def test_commands_are_understood(line: str, expected: dict[str, Any]) -> None:
     assert not isinstance(parsed, Malformed)
     for key, value in expected.items():
         assert getattr(parsed, key) == value
+
+
+@pytest.mark.parametrize(("line", "record"), [
+    ("/align", AlignCommand(line="/align")),
+    ("/alignbot align op --n 2 --seed 3", AlignCommand(line="/alignbot align op --n 2 --seed 3",
+                                                       ops=("op",), n=2, seed=3)),
+    ("/repro a1b2c3d4e5f6", ReproCommand(line="/repro a1b2c3d4e5f6",
+                                         fingerprint="a1b2c3d4e5f6")),
+    ("/upstream a1b2c3d4e5f6", UpstreamCommand(line="/upstream a1b2c3d4e5f6",
+                                               fingerprint="a1b2c3d4e5f6", file=False)),
+    ("/track https://github.com/a/b/issues/2",
+     TrackCommand(line="/track https://github.com/a/b/issues/2",
+                  url="https://github.com/a/b/issues/2")),
+    ("/remind snooze 3d", RemindCommand(line="/remind snooze 3d", action="snooze",
+                                        snooze=timedelta(days=3))),
+    ("/ok-to-test", OkToTestCommand(line="/ok-to-test")),
+    ("/help me", HelpCommand(line="/help me")),
+])
+def test_a_command_parses_to_its_own_record(line: str, record: Command) -> None:
+    assert parse_line(line) == record  # dataclass equality compares the type as well
+
+
+def test_each_command_name_parses_to_its_own_record_type() -> None:
+    lines = {Name.ALIGN: "/align", Name.REPRO: "/repro a1b2c3d4e5f6",
+             Name.UPSTREAM: "/upstream a1b2c3d4e5f6 file",
+             Name.TRACK: "/track https://github.com/a/b/pull/1", Name.REMIND: "/remind on",
+             Name.OK_TO_TEST: "/ok-to-test", Name.HELP: "/help"}
+    assert set(lines) == set(Name)
+    kinds: dict[Name, set[type]] = {}
+    for name, line in lines.items():
+        for written in (line, f"/alignbot {name.value} {line.partition(' ')[2]}".strip()):
+            parsed = parse_line(written)
+            assert not isinstance(parsed, Malformed), written
+            assert parsed.name is name
+            kinds.setdefault(name, set()).add(type(parsed))
+    assert all(len(types) == 1 for types in kinds.values())  # short form and long agree
+    types = [next(iter(found)) for found in kinds.values()]
+    assert len(set(types)) == len(Name) and set(types) == set(get_args(Command))
 
 
 @pytest.mark.parametrize(("line", "problem"), [

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from service import open_pull
 
-from bot.alignment import CONFIG_PATH, JOB_KIND, _complete, _op_files_for
+from bot.alignment import CONFIG_PATH, JOB_KIND, _op_files_for
+from bot.check_run import complete_run
 from bot.config import load_config
 from bot.demo import (
     INSTALLATION,
@@ -574,7 +575,7 @@ def test_annotations_are_sent_in_batches_of_50(github_server: GitHubServer) -> N
     output = CheckOutput(Conclusion.FAILURE, "120 findings", "summary", "text", annotations)
     github_server.clear_log()
 
-    _complete(run, output)
+    complete_run(run, output)
 
     patches = [e for e in github_server.exchanges if e.method == "PATCH"]
     assert [e.status for e in patches] == [200, 200, 200]

@@ -14,7 +14,7 @@ The job decides each line once and posts one reply per comment or review (``job.
                    ``Refusal``, ``Handler``
 - ``state.py``     the tables the commands read and write (replies, uses, upstream watch)
 - ``job.py``       ``CommandJob``: decide each line once, deliver one reply
-- ``handlers/``    one module per command; ``HANDLERS`` maps each ``Name`` to its handler
+- ``handlers/``    one module per command; ``handle`` picks one by the command record's type
 
 Like every feature, this package imports only the layers (storage, queue, github, markers,
 config, policy, jobs, …), never another feature (``tests/test_layers.py``).
@@ -38,7 +38,7 @@ from .context import (
     refused,
     reply_marker,
 )
-from .handlers import HANDLERS
+from .handlers import handle
 from .job import CommandJob
 from .parser import (
     MAX_BODY,
@@ -49,11 +49,18 @@ from .parser import (
     MAX_SNOOZE,
     PREFIX,
     SHORT_FORMS,
+    AlignCommand,
     Command,
+    HelpCommand,
     ItemUrl,
     Malformed,
     Name,
+    OkToTestCommand,
     Problem,
+    RemindCommand,
+    ReproCommand,
+    TrackCommand,
+    UpstreamCommand,
     command_lines,
     new_command_lines,
     parse_duration,
@@ -72,7 +79,6 @@ from .webhook import on_issue_comment, on_review, register
 
 __all__ = [
     "DEFAULT_TRACKER",
-    "HANDLERS",
     "JOB_KIND",
     "MAX_BODY",
     "MAX_COMMANDS",
@@ -84,21 +90,29 @@ __all__ = [
     "REPLIES",  # tests reach the table through here, as before the split
     "SHORT_FORMS",
     "WRITE_PERMISSIONS",
+    "AlignCommand",
     "Budget",
     "Command",
     "CommandJob",
     "Handler",
+    "HelpCommand",
     "ItemUrl",
     "Malformed",
     "Name",
+    "OkToTestCommand",
     "Outcome",
     "Problem",
     "RateLimit",
     "Reaction",
     "Refusal",
+    "RemindCommand",
+    "ReproCommand",
     "Request",
     "Services",
+    "TrackCommand",
+    "UpstreamCommand",
     "command_lines",
+    "handle",
     "ignored_hash",
     "latest_report",
     "line_hash",

@@ -2,8 +2,9 @@
 read from GitHub lazily, once), what it may use of the job that runs it (``Services``), and
 what it comes to (``Outcome``: a reaction and/or a reply, or a ``Refusal``).
 
-A handler is a function ``(services, request, command) -> Outcome`` (``Handler``); the job
-(``bot/commands/job.py``) looks it up by the command's ``Name`` in ``handlers.HANDLERS``.
+A handler is a function ``(services, request, command) -> Outcome`` (``Handler``) that takes
+its own command's record; the job (``bot/commands/job.py``) calls ``handlers.handle``, which
+picks the handler by the record's type.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from enum import StrEnum
 from functools import cached_property
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from github import Github, GithubException
 from github.PullRequest import PullRequest
@@ -202,7 +203,10 @@ class Services(Protocol):
     def clock(self) -> Callable[[], datetime]: ...
 
 
-Handler = Callable[[Services, Request, Command], Outcome]
+C = TypeVar("C", bound=Command)
+
+# a command's handler takes its own record: ``Handler[ReproCommand]``
+Handler = Callable[[Services, Request, C], Outcome]
 
 
 def render(template: str, **values: Any) -> str:

@@ -1,7 +1,7 @@
 """The ``command`` job: decide each new command line of a comment or review once, then deliver
 the reactions and the comment's one reply.
 
-*Decide*: parse the line, run its handler (``handlers.HANDLERS``: permissions, state changes
+*Decide*: parse the line, run its handler (``handlers.handle``: permissions, state changes
 such as queueing an ``align`` job, at most one per comment), and record the outcome with its
 rendered answer in ``command_replies``, keyed by (source, comment or review id, line hash).
 *Deliver*: add the reactions and post ONE reply per comment or review that holds every line's
@@ -30,7 +30,7 @@ from ..queue import JobQueue, JobRecord
 from ..storage import REPLIES, transaction, utcnow
 from . import state
 from .context import Budget, Outcome, RateLimit, Reaction, Request, render, reply_marker
-from .handlers import HANDLERS
+from .handlers import handle
 from .parser import MAX_COMMANDS, Malformed, parse_line
 from .state import ignored_hash, line_hash
 
@@ -81,7 +81,7 @@ class CommandJob:
             outcome = Outcome(False, template="command_rejected.md.j2",
                               values={"reason": parsed.problem, "problem": parsed})
         else:
-            outcome = HANDLERS[parsed.name](self, request, parsed)
+            outcome = handle(self, request, parsed)
         name = parsed.name
         if outcome.template is None and request.source == "review":
             outcome.template = "command_ack.md.j2"  # GitHub has no reactions on reviews

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
+from typing import ClassVar, Literal
 
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
@@ -41,6 +42,8 @@ class Name(StrEnum):
 
 SHORT_FORMS = {f"/{name.value}": name for name in Name}
 
+RemindAction = Literal["snooze", "on", "off"]
+
 
 class Problem(StrEnum):
     """Why a command line was not understood (the reply template words each one)."""
@@ -57,19 +60,76 @@ class Problem(StrEnum):
 
 
 @dataclass(frozen=True)
-class Command:
-    """One understood command line with its arguments."""
+class AlignCommand:
+    """``/align [OPS…] [--n N] [--seed S]``: the specs to run (none: every mapped one) and
+    the overrides of the draws and the seed."""
 
-    name: Name
+    name: ClassVar[Name] = Name.ALIGN
     line: str
     ops: tuple[str, ...] = ()
     n: int | None = None
     seed: int | None = None
-    fingerprint: str | None = None
+
+
+@dataclass(frozen=True)
+class ReproCommand:
+    """``/repro FINGERPRINT``: the finding whose repro script is wanted."""
+
+    name: ClassVar[Name] = Name.REPRO
+    line: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class UpstreamCommand:
+    """``/upstream FINGERPRINT [file]``: the finding whose upstream draft is wanted, and
+    whether to file it as an issue."""
+
+    name: ClassVar[Name] = Name.UPSTREAM
+    line: str
+    fingerprint: str
     file: bool = False
-    remind: str | None = None  # "snooze" | "on" | "off"
+
+
+@dataclass(frozen=True)
+class TrackCommand:
+    """``/track URL``: the issue or pull request to watch."""
+
+    name: ClassVar[Name] = Name.TRACK
+    line: str
+    url: str  # canonical: ``https://github.com/OWNER/REPO/(pull|issues)/N``
+
+
+@dataclass(frozen=True)
+class RemindCommand:
+    """``/remind snooze DURATION|on|off``: the new reminder setting; ``snooze`` is set
+    exactly when ``action`` is ``"snooze"``."""
+
+    name: ClassVar[Name] = Name.REMIND
+    line: str
+    action: RemindAction
     snooze: timedelta | None = None
-    url: str | None = None  # /track: the canonical URL of the issue or pull request
+
+
+@dataclass(frozen=True)
+class OkToTestCommand:
+    """``/ok-to-test``: no arguments."""
+
+    name: ClassVar[Name] = Name.OK_TO_TEST
+    line: str
+
+
+@dataclass(frozen=True)
+class HelpCommand:
+    """``/help`` or a bare ``/alignbot``: arguments are ignored."""
+
+    name: ClassVar[Name] = Name.HELP
+    line: str
+
+
+# One understood command line: each command its own record, with only its own arguments.
+Command = (AlignCommand | ReproCommand | UpstreamCommand | TrackCommand | RemindCommand
+           | OkToTestCommand | HelpCommand)
 
 
 @dataclass(frozen=True)
@@ -158,7 +218,7 @@ def parse_line(line: str) -> Command | Malformed:
     head = words[0].lower()
     if head == PREFIX:
         if len(words) == 1:
-            return Command(Name.HELP, line)
+            return HelpCommand(line)
         try:
             name = Name(words[1].lower())
         except ValueError:
@@ -192,12 +252,13 @@ def _align(line: str, args: list[str]) -> Command | Malformed:
             ops.append(word)
     if len(ops) > MAX_OPS:
         return Malformed(line, Name.ALIGN, Problem.TOO_MANY_OPS, high=MAX_OPS)
-    return Command(Name.ALIGN, line, ops=tuple(dict.fromkeys(ops)), n=options.get("--n"),
-                   seed=options.get("--seed"))
+    return AlignCommand(line, ops=tuple(dict.fromkeys(ops)), n=options.get("--n"),
+                        seed=options.get("--seed"))
 
 
 def _finding_args(name: Name, line: str, args: list[str], extra: tuple[str, ...]
-                  ) -> Command | Malformed:
+                  ) -> tuple[str, bool] | Malformed:
+    """The fingerprint (lowercased) and whether one of ``extra`` follows it."""
     if not args:
         return Malformed(line, name, Problem.MISSING_ARGUMENT, "FINGERPRINT")
     if not _FINGERPRINT.match(args[0]):
@@ -205,15 +266,17 @@ def _finding_args(name: Name, line: str, args: list[str], extra: tuple[str, ...]
     rest = args[1:]
     if len(rest) > 1 or (rest and rest[0].lower() not in extra):
         return Malformed(line, name, Problem.UNEXPECTED_ARGUMENT, " ".join(rest))
-    return Command(name, line, fingerprint=args[0].lower(), file=bool(rest))
+    return args[0].lower(), bool(rest)
 
 
 def _repro(line: str, args: list[str]) -> Command | Malformed:
-    return _finding_args(Name.REPRO, line, args, ())
+    found = _finding_args(Name.REPRO, line, args, ())
+    return found if isinstance(found, Malformed) else ReproCommand(line, found[0])
 
 
 def _upstream(line: str, args: list[str]) -> Command | Malformed:
-    return _finding_args(Name.UPSTREAM, line, args, ("file",))
+    found = _finding_args(Name.UPSTREAM, line, args, ("file",))
+    return found if isinstance(found, Malformed) else UpstreamCommand(line, *found)
 
 
 @dataclass(frozen=True)
@@ -246,7 +309,7 @@ def _track(line: str, args: list[str]) -> Command | Malformed:
     item = parse_item_url(args[0])
     if item is None:
         return Malformed(line, Name.TRACK, Problem.BAD_URL, args[0])
-    return Command(Name.TRACK, line, url=item.url)
+    return TrackCommand(line, item.url)
 
 
 def parse_duration(text: str) -> timedelta | None:
@@ -262,7 +325,10 @@ def parse_duration(text: str) -> timedelta | None:
 def _remind(line: str, args: list[str]) -> Command | Malformed:
     if not args:
         return Malformed(line, Name.REMIND, Problem.MISSING_ARGUMENT, "snooze DURATION, off or on")
-    action, rest = args[0].lower(), args[1:]
+    action, rest = _REMIND_ACTIONS.get(args[0].lower()), args[1:]
+    if action is None:
+        return Malformed(line, Name.REMIND, Problem.UNEXPECTED_ARGUMENT, args[0])
+    duration: timedelta | None = None
     if action == "snooze":
         if not rest:
             return Malformed(line, Name.REMIND, Problem.MISSING_ARGUMENT, "DURATION")
@@ -270,26 +336,25 @@ def _remind(line: str, args: list[str]) -> Command | Malformed:
         if duration is None:
             return Malformed(line, Name.REMIND, Problem.BAD_DURATION, rest[0])
         rest = rest[1:]
-    elif action not in ("on", "off"):
-        return Malformed(line, Name.REMIND, Problem.UNEXPECTED_ARGUMENT, args[0])
-    else:
-        duration = None
     if rest:
         return Malformed(line, Name.REMIND, Problem.UNEXPECTED_ARGUMENT, " ".join(rest))
-    return Command(Name.REMIND, line, remind=action, snooze=duration)
+    return RemindCommand(line, action, duration)
 
 
-def _no_args(name: Name) -> Callable[[str, list[str]], Command | Malformed]:
-    def parse(line: str, args: list[str]) -> Command | Malformed:
-        if args and name is not Name.HELP:
-            return Malformed(line, name, Problem.UNEXPECTED_ARGUMENT, " ".join(args))
-        return Command(name, line)
+_REMIND_ACTIONS: dict[str, RemindAction] = {"snooze": "snooze", "on": "on", "off": "off"}
 
-    return parse
+
+def _ok_to_test(line: str, args: list[str]) -> Command | Malformed:
+    if args:
+        return Malformed(line, Name.OK_TO_TEST, Problem.UNEXPECTED_ARGUMENT, " ".join(args))
+    return OkToTestCommand(line)
+
+
+def _help(line: str, args: list[str]) -> Command | Malformed:
+    return HelpCommand(line)  # ``/help me`` is still a request for help
 
 
 _PARSERS: dict[Name, Callable[[str, list[str]], Command | Malformed]] = {
     Name.ALIGN: _align, Name.REPRO: _repro, Name.UPSTREAM: _upstream, Name.TRACK: _track,
-    Name.REMIND: _remind, Name.OK_TO_TEST: _no_args(Name.OK_TO_TEST),
-    Name.HELP: _no_args(Name.HELP),
+    Name.REMIND: _remind, Name.OK_TO_TEST: _ok_to_test, Name.HELP: _help,
 }

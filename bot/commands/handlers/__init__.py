@@ -1,10 +1,21 @@
-"""One handler per slash-command, each ``(services, request, command) -> Outcome``
-(``bot.commands.context.Handler``), looked up by the command's name."""
+"""One handler per slash-command, each ``(services, request, command) -> Outcome`` for its own
+command record (``bot.commands.context.Handler``); ``handle`` picks it by the record's type."""
 
 from __future__ import annotations
 
-from ..context import Handler
-from ..parser import Name
+from typing import assert_never
+
+from ..context import Outcome, Request, Services
+from ..parser import (
+    AlignCommand,
+    Command,
+    HelpCommand,
+    OkToTestCommand,
+    RemindCommand,
+    ReproCommand,
+    TrackCommand,
+    UpstreamCommand,
+)
 from .align import align
 from .help import help_
 from .ok_to_test import ok_to_test
@@ -13,14 +24,26 @@ from .repro import repro
 from .track import track
 from .upstream import upstream
 
-HANDLERS: dict[Name, Handler] = {
-    Name.ALIGN: align,
-    Name.REPRO: repro,
-    Name.UPSTREAM: upstream,
-    Name.TRACK: track,
-    Name.REMIND: remind,
-    Name.OK_TO_TEST: ok_to_test,
-    Name.HELP: help_,
-}
 
-__all__ = ["HANDLERS"]
+def handle(services: Services, request: Request, command: Command) -> Outcome:
+    """The outcome of ``command``'s handler; a record without a case fails mypy here."""
+    match command:
+        case AlignCommand():
+            return align(services, request, command)
+        case ReproCommand():
+            return repro(services, request, command)
+        case UpstreamCommand():
+            return upstream(services, request, command)
+        case TrackCommand():
+            return track(services, request, command)
+        case RemindCommand():
+            return remind(services, request, command)
+        case OkToTestCommand():
+            return ok_to_test(services, request, command)
+        case HelpCommand():
+            return help_(services, request, command)
+        case _:
+            assert_never(command)
+
+
+__all__ = ["handle"]

@@ -9,10 +9,10 @@ from ...jobs import align_job
 from ...policy import Unbound, needs_ok
 from .. import state
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
-from ..parser import Command, Name
+from ..parser import AlignCommand, Name
 
 
-def align(services: Services, request: Request, command: Command) -> Outcome:
+def align(services: Services, request: Request, command: AlignCommand) -> Outcome:
     if request.pr.state != "open":
         return refused(Refusal.CLOSED)
     if not request.can_write:

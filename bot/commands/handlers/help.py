@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 from ..context import Outcome, Reaction, Request, Services
-from ..parser import Command
+from ..parser import HelpCommand
 
 
-def help_(services: Services, request: Request, command: Command) -> Outcome:
+def help_(services: Services, request: Request, command: HelpCommand) -> Outcome:
     config = request.config
     return Outcome(True, Reaction.DONE, "command_help.md.j2", {
         "configured": config is not None,

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from ...policy import TRUSTED_ASSOCIATIONS, Unbound, approval, record_ok
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
-from ..parser import Command
+from ..parser import OkToTestCommand
 from .align import enqueue_align
 
 
-def ok_to_test(services: Services, request: Request, command: Command) -> Outcome:
+def ok_to_test(services: Services, request: Request, command: OkToTestCommand) -> Outcome:
     if not (request.can_write or (request.is_author and request.trusted)):
         return refused(Refusal.NEEDS_WRITE)
     if request.pr.state != "open":

@@ -7,21 +7,20 @@ from typing import Any
 
 from ...storage import PR_SETTINGS, transaction, upsert
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
-from ..parser import Command
+from ..parser import RemindCommand
 
 
-def remind(services: Services, request: Request, command: Command) -> Outcome:
+def remind(services: Services, request: Request, command: RemindCommand) -> Outcome:
     if not (request.is_author or request.can_write):
         return refused(Refusal.NEEDS_AUTHOR_OR_WRITE)
     now = services.clock()
     keys = {"repo": request.repo_name, "number": request.number}
     values: dict[str, Any] = {"updated_by": request.actor, "updated_at": now}
-    if command.remind == "snooze":
-        assert command.snooze is not None
+    if command.snooze is not None:  # "snooze"
         values["snoozed_until"] = now + command.snooze
     else:
-        values.update(disabled=command.remind == "off", snoozed_until=None)
+        values.update(disabled=command.action == "off", snoozed_until=None)
     with transaction(services.engine) as conn:
         upsert(conn, PR_SETTINGS, {**keys, **values}, keys=list(keys), update=values)
-    return Outcome(True, Reaction.DONE, values={"remind": command.remind,
-                                       "until": values.get("snoozed_until")})
+    return Outcome(True, Reaction.DONE, values={"remind": command.action,
+                                                "until": values.get("snoozed_until")})

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
-from ..parser import Command
+from ..parser import ReproCommand
 from .findings import finding
 
 
-def repro(services: Services, request: Request, command: Command) -> Outcome:
-    assert command.fingerprint is not None
+def repro(services: Services, request: Request, command: ReproCommand) -> Outcome:
     found = finding(services, request, command.fingerprint)
     if isinstance(found, Outcome):
         return found

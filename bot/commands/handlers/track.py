@@ -8,12 +8,11 @@ from typing import Any
 
 from ...tenancy import Access, Grant, NotAllowed, authorize
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused
-from ..parser import Command, parse_item_url
+from ..parser import TrackCommand, parse_item_url
 from ..state import register_upstream, upstream_item
 
 
-def track(services: Services, request: Request, command: Command) -> Outcome:
-    assert command.url is not None
+def track(services: Services, request: Request, command: TrackCommand) -> Outcome:
     if not request.can_write:
         return refused(Refusal.NEEDS_WRITE)
     item = parse_item_url(command.url)

@@ -15,13 +15,12 @@ from ...output import safe_title
 from ...storage import FILINGS, transaction, utcnow
 from ...tenancy import Access, NotAllowed, authorize
 from ..context import Outcome, Reaction, Refusal, Request, Services, refused, render
-from ..parser import Command
+from ..parser import UpstreamCommand
 from ..state import register_upstream
 from .findings import finding
 
 
-def upstream(services: Services, request: Request, command: Command) -> Outcome:
-    assert command.fingerprint is not None
+def upstream(services: Services, request: Request, command: UpstreamCommand) -> Outcome:
     found = finding(services, request, command.fingerprint)
     if isinstance(found, Outcome):
         return found
