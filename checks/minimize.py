@@ -14,9 +14,9 @@ from .numbers import numbers
 from .oracle import (
     SHRINK_CALLS,
     SHRINK_SECONDS,
-    Budget,
-    BudgetSpent,
     Oracle,
+    ShrinkBudget,
+    ShrinkBudgetSpent,
     reference_observations,
     stats,
 )
@@ -42,7 +42,7 @@ class MinimizeOptions:
 
 
 @dataclass
-class _CountingBudget(Budget):
+class _CountingBudget(ShrinkBudget):
     """A budget that reports each call it allows."""
 
     on_call: Callable[[int], None] | None = None
@@ -53,7 +53,7 @@ class _CountingBudget(Budget):
             self.on_call(self.calls)
 
 
-def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Budget
+def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: ShrinkBudget
            ) -> tuple[Program, Finding, Program]:
     """The shrunk drawn program, and the smallest program (sliced, simplified) that still
     shows the same bug (:meth:`Finding.same_bug`: kind, op and signature)."""
@@ -68,7 +68,7 @@ def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Bu
             if sliced is not None and same is not None:
                 program, current = sliced, same
                 break
-    except BudgetSpent:
+    except ShrinkBudgetSpent:
         pass
     program, current = Simplifier(oracle, program, current).run()
     return best.program, current, program

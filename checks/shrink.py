@@ -15,7 +15,7 @@ from .dsl import DrawContext
 from .engine import trace_program
 from .findings import Finding
 from .hypothesis_compat import seed_only_draws
-from .oracle import BudgetSpent, Oracle
+from .oracle import Oracle, ShrinkBudgetSpent
 from .trace import SpecError
 
 _ORIGIN = InterestingOrigin.from_exception(AssertionError("alignbot bug identity"))
@@ -43,7 +43,7 @@ class Shrinker:
             data.mark_invalid()
         try:
             found = self.oracle.traced(program, ref, self.target)
-        except BudgetSpent:
+        except ShrinkBudgetSpent:
             raise RunIsComplete from None
         finding = next((f for f in found if self.target.same_bug(f)), None)
         if finding is None:

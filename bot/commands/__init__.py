@@ -27,7 +27,7 @@ from ..storage import REPLIES
 from .context import (
     DEFAULT_TRACKER,
     WRITE_PERMISSIONS,
-    Budget,
+    CountedUse,
     Handler,
     Outcome,
     RateLimit,
@@ -84,9 +84,9 @@ __all__ = [
     "REPLIES",  # tests reach the table through here, as before the split
     "SHORT_FORMS",
     "WRITE_PERMISSIONS",
-    "Budget",
     "Command",
     "CommandJob",
+    "CountedUse",
     "Handler",
     "ItemUrl",
     "Malformed",

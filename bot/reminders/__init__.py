@@ -19,7 +19,7 @@ markers, config, lease, jobs, …), never another feature (``tests/test_layers.p
 
 from __future__ import annotations
 
-from .api import Api, ApiLimits, Budget, BudgetExhausted, WritePacer
+from .api import Api, ApiCallBudget, ApiCallBudgetExhausted, ApiLimits, WritePacer
 from .codeowners import OwnerRule, owners_of, parse_codeowners
 from .facts import Marker, PullFacts, Waiting, find_markers, is_bot, reminder_marker, waiting_on
 from .job import (
@@ -50,9 +50,9 @@ __all__ = [
     "SWEEPS_AT_ONCE",
     "WEEKDAYS",
     "Api",
+    "ApiCallBudget",
+    "ApiCallBudgetExhausted",
     "ApiLimits",
-    "Budget",
-    "BudgetExhausted",
     "DigestBusy",
     "Marker",
     "OwnerRule",

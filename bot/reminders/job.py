@@ -36,7 +36,7 @@ from ..queue import JobQueue, JobRecord, JobRequest, JobState, SqlJobQueue
 from ..settings import Settings
 from ..storage import make_engine, migrate, utcnow
 from ..worker import RetryPolicy, Worker, ensure_current, retry_policy
-from .api import Api, ApiLimits, Budget, BudgetExhausted, WritePacer
+from .api import Api, ApiCallBudget, ApiCallBudgetExhausted, ApiLimits, WritePacer
 from .report import SweepReport
 from .store import RepoState, Store, installed_repos
 from .sweep import RepoSweep, SweepHooks, SweepOptions
@@ -132,7 +132,7 @@ class SweepJob:
                        apis: dict[int, list[Api]], force: bool) -> None:
         try:
             self._sweep(state, report, apis, force)
-        except BudgetExhausted as exc:
+        except ApiCallBudgetExhausted as exc:
             self._stopped(report, state, str(exc), _next_hour(self.clock()))
         except BadCredentialsException as exc:  # revoked or expired early: the next pass
             for used in apis:
@@ -141,12 +141,12 @@ class SweepJob:
 
     def _sweep(self, state: RepoState, report: SweepReport, apis: dict[int, list[Api]],
                force: bool) -> None:
-        budgets: dict[int, Budget] = {}
+        budgets: dict[int, ApiCallBudget] = {}
 
         def api_for(installation_id: int) -> Api:
             """A client (its token fresh) and one budget per installation."""
             if installation_id not in budgets:
-                budgets[installation_id] = Budget(
+                budgets[installation_id] = ApiCallBudget(
                     self.engine, installation_id, self.options.limits.calls_per_hour,
                     self.clock, self.options.limits.writes_per_hour)
             apis.setdefault(installation_id, [])

@@ -22,7 +22,7 @@ Invariants:
   the record nor posts twice. One repository is swept by one job at a time (``job.py``).
 - The app never closes a pull request, and labels one only when ``reminders.labels`` is on.
 - Every GitHub request is counted against the installation's hourly budget for this feature;
-  running out raises :class:`BudgetExhausted` with the cursor saved.
+  running out raises :class:`ApiCallBudgetExhausted` with the cursor saved.
 """
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ Guard = Callable[[], None]  # raises when the job running the sweep is no longer
 @dataclass
 class RepoSweep:
     """The sweep of one repository: resumes the stored cursor, runs the phases, stores
-    progress. Raises BudgetExhausted (or a GitHub error) with the cursor saved."""
+    progress. Raises ApiCallBudgetExhausted (or a GitHub error) with the cursor saved."""
 
     store: Store
     state: RepoState
