@@ -74,7 +74,7 @@ def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Sh
     return best.program, current, program
 
 
-def _mode(kind: Kind, verdict: Verdict) -> tuple[str, str, str]:
+def _mode(kind: Kind) -> tuple[str, str, str]:
     """How the PyTorch-alone script shows the problem: (mode, claim, expected)."""
     if kind is Kind.REFERENCE_ERROR:
         return ("raises", "raises on an input that another implementation accepts",
@@ -107,7 +107,7 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     else:
         oracles = oracle_observations(program, candidate, options.thirds)
         verdict = triage(program, current, ref, cand, oracles, spec.rtol, spec.atol)
-    mode, claim, expected = _mode(current.kind, verdict.verdict)
+    mode, claim, expected = _mode(current.kind)
     obs = ref.get(current.key) or {}
     dtype = str(obs.get("dtype", "float32"))
     dtype = dtype if dtype in FLOAT_DTYPES else PART_DTYPES.get(dtype, "float32")
