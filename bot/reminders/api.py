@@ -128,7 +128,7 @@ class ApiLimits:
     max_wait: float = 120.0
 
 
-class Api:
+class SweepApi:
     """GitHub for the sweep: JSON through PyGithub's requester (its retries, its base URL),
     every request counted against the budget, writes paced, search limits waited out."""
 
