@@ -6,15 +6,20 @@ from random import Random
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.internal.conjecture.data import ConjectureData, ConjectureResult, Status
-from hypothesis.internal.conjecture.engine import ConjectureRunner, RunIsComplete
-from hypothesis.internal.conjecture.shrinker import sort_key
-from hypothesis.internal.escalation import InterestingOrigin
 
 from .dsl import DrawContext
 from .engine import trace_program
 from .findings import Finding
-from .hypothesis_compat import seed_only_draws
+from .hypothesis_compat import (
+    ConjectureData,
+    ConjectureResult,
+    ConjectureRunner,
+    InterestingOrigin,
+    RunIsComplete,
+    Status,
+    seed_only_draws,
+    sort_key,
+)
 from .oracle import Oracle, ShrinkBudgetSpent
 from .trace import SpecError
 
