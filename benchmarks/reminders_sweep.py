@@ -40,7 +40,7 @@ from bot.reminders import (  # noqa: E402
     SweepReport,
     run_inline,
 )
-from bot.storage import Installation, make_engine, migrate, transaction  # noqa: E402
+from bot.storage import InstallationRow, make_engine, migrate, transaction  # noqa: E402
 from bot.testing.github import GitHubServer, rate_limits  # noqa: E402
 
 ORG, INSTALLATION, BASE = "bench-org", 777, "0" * 40
@@ -113,7 +113,7 @@ def _measure(repos: int, prs: int, weeks: int) -> dict[str, Any]:
         engine = make_engine(f"sqlite:///{Path(folder) / 'alignbot.db'}")
         migrate(engine)
         with transaction(engine) as conn:
-            conn.execute(insert(Installation.__table__).values(
+            conn.execute(insert(InstallationRow.__table__).values(
                 id=INSTALLATION, account_login=ORG, repositories=names))
         app = GitHubApp(server.app_id, server.private_key_pem, ApiOptions(
             base_url=server.url, seconds_between_writes=0))

@@ -25,7 +25,7 @@ from checks import CandidateConfig, CandidateProcess
 from checks.engine import check, draw_programs, evaluate, input_elements
 from checks.findings import Finding
 from checks.minimize import reduce
-from checks.oracle import Budget
+from checks.oracle import ShrinkBudget
 from checks.spec import Spec
 from checks.spec_loading import load_file
 
@@ -35,7 +35,7 @@ TARGET_SECONDS, TARGET_CALLS = 20.0, 300
 
 def minimise(finding: Finding, spec: Spec, candidate: CandidateProcess,
              calls: int, seconds: float) -> dict[str, Any]:
-    budget = Budget(calls, seconds)
+    budget = ShrinkBudget(calls, seconds)
     start = time.perf_counter()
     _, current, program = reduce(finding, spec, candidate, budget)
     return {"spec": spec.name, "kind": finding.kind.value, "op": finding.op,

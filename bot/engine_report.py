@@ -34,7 +34,7 @@ MAX_ORACLES = 32
 MAX_COUNT = 10**9
 MAX_SEED = 2**63 - 1
 MAX_EXAMPLES = 5
-MAX_UPSTREAM = 100  # calls of one drawn program
+MAX_ANCESTORS = 100  # calls of one drawn program
 MAX_MISSED = 100  # never-drawn alternatives a spec names (checks/explore.py)
 MAX_COVERED = 2_000  # (op, dtype) pairs one spec's draws called
 
@@ -92,7 +92,7 @@ class Shrink(_Strict):
     seconds: Annotated[float, Field(ge=0)] | None  # None: the report was written without timings
 
 
-class Upstream(_Strict):
+class AncestorFinding(_Strict):
     """A finding of the same draw that this one's call took its inputs from."""
 
     kind: Kind
@@ -169,7 +169,7 @@ class EngineFinding(_Strict):
     shrink: Shrink | None = None
     minimize_error: Line | None = None  # why minimizing this finding failed
     judged_alone: bool | None = None  # its call, fed the reference's inputs (checks/calls.py)
-    downstream_of: list[Upstream] | None = Field(default=None, max_length=MAX_UPSTREAM)
+    downstream_of: list[AncestorFinding] | None = Field(default=None, max_length=MAX_ANCESTORS)
     known: KnownMark | None = None  # with --known: the entry that expects it
     baseline: Literal["new", "pre-existing"] | None = None  # with --baseline
     drawn_fingerprint: Fingerprint | None = None  # as drawn, when minimizing changed it

@@ -10,7 +10,6 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, Protocol, TypeVar, cast
 from urllib.parse import parse_qs
 
@@ -355,12 +354,6 @@ class SqlDeliveryStore:
         with transaction(self.engine) as conn:
             found = conn.execute(select(exists().where(DELIVERIES.c.id == delivery_id)))
             return bool(found.scalar())
-
-    def prune(self, before: datetime) -> int:
-        """Forget deliveries received before ``before``; GitHub lets one redeliver for days."""
-        with transaction(self.engine) as conn:
-            deleted = conn.execute(DELIVERIES.delete().where(DELIVERIES.c.received_at < before))
-            return int(deleted.rowcount)
 
 
 def apply_installation_event(conn: Connection, event: Event) -> None:

@@ -33,13 +33,13 @@ def fingerprints(entry: FindingEntry | dict[str, Any]) -> set[str]:
 
 
 @dataclass(frozen=True)
-class Baseline:
+class BaselineFindings:
     """The base's findings, by the fingerprints they go by."""
 
     findings: tuple[FindingEntry, ...]
 
     @classmethod
-    def read(cls, path: Path) -> Baseline:
+    def read(cls, path: Path) -> BaselineFindings:
         try:
             with path.open("rb") as file:
                 data = file.read(MAX_BASELINE_BYTES + 1)
@@ -69,7 +69,7 @@ class Baseline:
         return [entry for entry in self.findings if not fingerprints(entry) & drawn]
 
 
-def recheck(baseline: Baseline, result: CheckResult, config: CandidateConfig,
+def recheck(baseline: BaselineFindings, result: CheckResult, config: CandidateConfig,
             specs: list[Spec]) -> list[Rechecked]:
     """Mark each finding of ``result`` new or pre-existing, and replay the repro of each
     baseline finding the run did not draw (its minimized program, else the drawn one) on a

@@ -8,7 +8,7 @@ judged against the reference's run of the same slice. That run is the control: w
 not reproduce what the reference's chained run computed at that call (random numbers,
 aliasing through views), the slice is no evidence and is dropped.
 
-Findings are then marked with what diverged upstream of them in the same draw
+Findings are then marked with what diverged among their ancestors in the same draw
 (``downstream_of``): such a finding is a bug of its own (its call was judged on the
 reference's inputs), shown after the root causes.
 """
@@ -25,11 +25,11 @@ from .findings import (
     MISMATCH_KINDS,
     Finding,
     Kind,
+    ancestors_of,
     backward_agrees,
     judge_all,
     judge_gradients,
     region_finding,
-    upstream_of,
 )
 from .isolate import Sliced, slice_calls
 from .program import (
@@ -91,7 +91,7 @@ def judge_program(spec: Spec, program: Program, ref: Observations, outcome: RunO
         return found
     only = want.op if want is not None else None
     found = judge_calls(spec, program, ref, cand, found, candidate, only)
-    mark_downstream(program, found)
+    mark_descendants(program, found)
     return found
 
 
@@ -206,7 +206,7 @@ def _without_consequences(spec: Spec, program: Program, ref: Observations,
     else blamed again knowing which calls agreed alone
     (:func:`checks.findings.judge_gradients`); one charged to ``torch.autograd.grad`` is
     dropped when a call alone shows a backward failure of that form."""
-    ancestors = upstream_of(program)
+    ancestors = ancestors_of(program)
     everything = found + alone
     kept = []
     calls = {n["id"] for n in program["nodes"] if is_op_call(n)}
@@ -370,10 +370,10 @@ def _call_agrees(mine: dict[str, Any] | None, theirs: dict[str, Any] | None,
     return True
 
 
-def mark_downstream(program: Program, found: list[Finding]) -> None:
+def mark_descendants(program: Program, found: list[Finding]) -> None:
     """``downstream_of`` on each finding whose call took a value computed, in this draw,
     from a call that has a finding of its own."""
-    ancestors = upstream_of(program)
+    ancestors = ancestors_of(program)
     for finding in found:
         above = ancestors.get(finding.node, set())
         roots = [g for g in found if g is not finding and g.node and g.node in above]

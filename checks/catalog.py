@@ -14,7 +14,7 @@ DTYPE_ORDER = tuple(row.name for row in TABLE)
 
 
 @dataclass(frozen=True)
-class Entry:
+class CatalogEntry:
     """One spec as listed. ``dtypes`` are those its input tensors had in the programs it
     drew for ``seed`` (what ``alignbot check --seed SEED`` draws from it)."""
 
@@ -33,7 +33,7 @@ def _dtype_key(name: str) -> tuple[int, str]:
     return (DTYPE_ORDER.index(name) if name in DTYPE_ORDER else len(DTYPE_ORDER), name)
 
 
-def entry(spec: Spec, seed: int = 0, n: int | None = None) -> Entry:
+def entry(spec: Spec, seed: int = 0, n: int | None = None) -> CatalogEntry:
     """Draw the spec's programs on the reference (no candidate) and list what it uses."""
     dtypes: set[str] = set()
 
@@ -44,11 +44,11 @@ def entry(spec: Spec, seed: int = 0, n: int | None = None) -> Entry:
     with warnings.catch_warnings():  # torch's UserWarnings say nothing about the listing
         warnings.simplefilter("ignore")
         draw_programs(spec, draws, seed, visit)
-    return Entry(spec.name, spec.ops, spec.source, tuple(sorted(dtypes, key=_dtype_key)),
+    return CatalogEntry(spec.name, spec.ops, spec.source, tuple(sorted(dtypes, key=_dtype_key)),
                  draws)
 
 
-def render(entries: list[Entry]) -> str:
+def render(entries: list[CatalogEntry]) -> str:
     """A table for a terminal, one spec a line, and a count."""
     rows = [("NAME", "SOURCE", "DTYPES", "OPS")] + [
         (e.name, e.source, ",".join(e.dtypes) or "-", ", ".join(e.ops) or "-")

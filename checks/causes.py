@@ -26,7 +26,7 @@ import hashlib
 from collections.abc import Sequence
 from typing import cast
 
-from .findings import MISMATCH_KINDS, Kind, upstream_of
+from .findings import MISMATCH_KINDS, Kind, ancestors_of
 from .program import Program
 from .report_types import Cause, CauseForm, CauseMember, FindingEntry
 from .runtime.dtypes import DTYPES
@@ -81,7 +81,7 @@ def member_dtype(entry: FindingEntry) -> str:
     if len(nodes) > MAX_NODES:
         return ""
     inputs = {n["id"]: n for n in nodes if n.get("op") == "input"}
-    feeding = upstream_of(program).get(entry["node"]) if entry["node"] else None
+    feeding = ancestors_of(program).get(entry["node"]) if entry["node"] else None
     chosen = [inputs[i] for i in sorted(feeding & inputs.keys())] if feeding is not None \
         else list(inputs.values())
     return ",".join(dict.fromkeys(str(n.get("dtype", "")) for n in chosen if n.get("dtype")))

@@ -17,7 +17,7 @@ from typing import Literal, NoReturn, TypeAlias
 
 from . import catalog, jobs, presets, shards, warm
 from . import report as reports
-from .baseline import Baseline, BaselineError, recheck
+from .baseline import BaselineError, BaselineFindings, recheck
 from .candidate import CandidateConfig, CandidateProcess, CandidateStartError
 from .capabilities import PRECISIONS, CapabilityError, of_candidate
 from .dsl import DslError
@@ -285,7 +285,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def _report(args: argparse.Namespace, result: CheckResult, stopped: int | None,
             config: CandidateConfig, specs: list[Spec], description: str, version: str,
-            known: KnownFile | None, baseline: Baseline | None, previous: KnownFile | None
+            known: KnownFile | None, baseline: BaselineFindings | None, previous: KnownFile | None
             ) -> int:
     """Classify the findings (known, against the baseline), write the reports and the known
     file, print the summary; the exit status: a stop signal's, else 1 when a finding is new."""
@@ -338,22 +338,22 @@ def _report(args: argparse.Namespace, result: CheckResult, stopped: int | None,
     return 1 if new else 0
 
 
-def _expected(finding: Finding, known: KnownFile | None, baseline: Baseline | None) -> bool:
+def _expected(finding: Finding, known: KnownFile | None, baseline: BaselineFindings | None) -> bool:
     """A finding not to minimize: known, or shown by the baseline already."""
     return (known is not None and known.match(finding) is not None) or (
         baseline is not None and baseline.showed(finding))
 
 
-def _baseline(path: Path | None) -> Baseline | None:
+def _baseline(path: Path | None) -> BaselineFindings | None:
     if path is None:
         return None
     try:
-        return Baseline.read(path)
+        return BaselineFindings.read(path)
     except BaselineError as exc:
         raise UsageError(f"--baseline: {exc}") from exc
 
 
-def _recheck(baseline: Baseline, result: CheckResult, config: CandidateConfig,
+def _recheck(baseline: BaselineFindings, result: CheckResult, config: CandidateConfig,
              specs: list[Spec]) -> list[Rechecked]:
     try:
         return recheck(baseline, result, config, specs)
@@ -484,7 +484,7 @@ class _InWorkers:
 
 
 def _check_and_minimize(run: _Here | _InWorkers, minimize: bool,
-                        known: KnownFile | None = None, baseline: Baseline | None = None
+                        known: KnownFile | None = None, baseline: BaselineFindings | None = None
                         ) -> tuple[CheckResult, int | None]:
     """Check, then minimize the findings (those neither ``known`` knows nor ``baseline``
     showed); the result, and the exit status a stop signal asks for (None: not stopped).

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from .choice_points import ChoicePoint, Key, Site, site_here
+from .hypothesis_compat import conjecture_data
 from .runtime.dtypes import DTYPES, FLOAT_DTYPES
 from .runtime.values import (
     differentiable,
@@ -69,7 +70,7 @@ class DrawContext:
     def __init__(self, data: Any = None, choices: Sequence[int | float] | None = None) -> None:
         # Draw primitive choices straight from the ConjectureData under ``st.data()``: a
         # strategy per draw costs more than the rest of tracing a small program.
-        self._data = getattr(data, "conjecture_data", data)
+        self._data = conjecture_data(data)
         self._replay = list(choices) if choices is not None else None
         self._position = 0
         self.choices: list[int | float] = []
@@ -145,9 +146,6 @@ class DrawContext:
             value = float(self._data.draw_float(low, high, allow_nan=False, forced=forced))
         self.choices.append(value)
         return value
-
-    def draw_bool(self) -> bool:
-        return self.draw_int(0, 1) == 1
 
     def __enter__(self) -> DrawContext:
         self._token = _CURRENT.set(self)

@@ -23,7 +23,7 @@ from .candidate import CandidateProcess
 from .capabilities import Capabilities
 from .dsl import DrawContext
 from .explore import Exploration, Explorer
-from .findings import Finding, upstream_of
+from .findings import Finding, ancestors_of
 from .hypothesis_compat import seed_only_draws
 from .program import Observations, Program
 from .runtime.region import PROGRAM_KEY
@@ -272,7 +272,7 @@ def coverage(spec: Spec, program: Program) -> set[tuple[str, str]]:
     call is filed (``checks.causes.member_dtype``), ``-`` for a call on no input."""
     nodes = program["nodes"]
     dtypes = {node["id"]: node["dtype"] for node in nodes if node["op"] == "input"}
-    feeding = upstream_of(program)
+    feeding = ancestors_of(program)
     found: set[tuple[str, str]] = set()
     for node in nodes:
         if node["op"] == "input" or (spec.ops and node["target"] not in spec.ops):

@@ -476,7 +476,7 @@ def _blame_backward(program: Program, bad: dict[str, Mismatch],
                              agreed_alone or ())
     if agreed_alone is None or (node["id"] not in agreed_alone and is_op_call(node)):
         return Blame(node, key)
-    ancestors = upstream_of(program)
+    ancestors = ancestors_of(program)
     writers = [n for n in program["nodes"] if n.get("inplace")
                and node["id"] in ancestors.get(n["id"], set())]
     return Blame(writers[-1], key, node) if writers else Blame(node, key)
@@ -520,7 +520,7 @@ def _first_wrong(program: Program, bad: dict[str, Mismatch],
     return node, first
 
 
-def upstream_of(program: Program) -> dict[str, set[str]]:
+def ancestors_of(program: Program) -> dict[str, set[str]]:
     """For each node, the nodes its inputs came from, transitively: what it refers to, and
     the in-place calls that changed those values before it ran."""
     mutated: dict[str, list[str]] = {}  # value id -> in-place calls so far, in order

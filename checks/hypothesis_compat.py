@@ -1,5 +1,10 @@
 """The Hypothesis internals the engine relies on beyond its public API, in one place.
 
+Every import of ``hypothesis.internal`` is here (``tests/test_hypothesis_compat.py`` fails
+on one anywhere else in checks/): the conjecture engine that :mod:`checks.shrink` drives,
+and :func:`conjecture_data`, the handle under ``st.data()`` whose primitive draws
+(``forced=`` included) :mod:`checks.dsl` makes.
+
 Draws must depend on the seed and the spec alone. Hypothesis mixes number literals taken
 from every "local" module loaded in the process into some draws; which modules count as
 local depends on how alignbot is installed (editable or from a wheel) and on what else the
@@ -17,6 +22,13 @@ from contextlib import contextmanager
 from typing import Any
 
 from hypothesis.internal.conjecture import providers
+from hypothesis.internal.conjecture.data import ConjectureData, ConjectureResult, Status
+from hypothesis.internal.conjecture.engine import ConjectureRunner, RunIsComplete
+from hypothesis.internal.conjecture.shrinker import sort_key
+from hypothesis.internal.escalation import InterestingOrigin
+
+__all__ = ["ConjectureData", "ConjectureResult", "ConjectureRunner", "InterestingOrigin",
+           "RunIsComplete", "Status", "conjecture_data", "seed_only_draws", "sort_key"]
 
 _depth = 0
 
@@ -45,3 +57,9 @@ def _constant(value: Any) -> Any:
         return value
 
     return get
+
+
+def conjecture_data(data: Any) -> Any:
+    """The ConjectureData under ``st.data()``'s object (or ``data`` itself, already one):
+    primitive draws straight from it cost less than a strategy per draw."""
+    return getattr(data, "conjecture_data", data)

@@ -14,9 +14,9 @@ from .numbers import numbers
 from .oracle import (
     SHRINK_CALLS,
     SHRINK_SECONDS,
-    Budget,
-    BudgetSpent,
     Oracle,
+    ShrinkBudget,
+    ShrinkBudgetSpent,
     reference_observations,
     stats,
 )
@@ -42,7 +42,7 @@ class MinimizeOptions:
 
 
 @dataclass
-class _CountingBudget(Budget):
+class _CountingBudget(ShrinkBudget):
     """A budget that reports each call it allows."""
 
     on_call: Callable[[int], None] | None = None
@@ -53,7 +53,7 @@ class _CountingBudget(Budget):
             self.on_call(self.calls)
 
 
-def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Budget
+def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: ShrinkBudget
            ) -> tuple[Program, Finding, Program]:
     """The shrunk drawn program, and the smallest program (sliced, simplified) that still
     shows the same bug (:meth:`Finding.same_bug`: kind, op and signature)."""
@@ -68,13 +68,13 @@ def reduce(finding: Finding, spec: Spec, candidate: CandidateProcess, budget: Bu
             if sliced is not None and same is not None:
                 program, current = sliced, same
                 break
-    except BudgetSpent:
+    except ShrinkBudgetSpent:
         pass
     program, current = Simplifier(oracle, program, current).run()
     return best.program, current, program
 
 
-def _mode(kind: Kind, verdict: Verdict) -> tuple[str, str, str]:
+def _mode(kind: Kind) -> tuple[str, str, str]:
     """How the PyTorch-alone script shows the problem: (mode, claim, expected)."""
     if kind is Kind.REFERENCE_ERROR:
         return ("raises", "raises on an input that another implementation accepts",
@@ -107,7 +107,7 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
     else:
         oracles = oracle_observations(program, candidate, options.thirds)
         verdict = triage(program, current, ref, cand, oracles, spec.rtol, spec.atol)
-    mode, claim, expected = _mode(current.kind, verdict.verdict)
+    mode, claim, expected = _mode(current.kind)
     obs = ref.get(current.key) or {}
     dtype = str(obs.get("dtype", "float32"))
     dtype = dtype if dtype in FLOAT_DTYPES else PART_DTYPES.get(dtype, "float32")

@@ -35,7 +35,7 @@ from .runtime.replay import seed as seed_reference
 from .spec import Spec
 
 
-class BudgetSpent(Exception):
+class ShrinkBudgetSpent(Exception):
     """The oracle has used its calls or seconds."""
 
 
@@ -44,7 +44,9 @@ SHRINK_SECONDS = 20.0  # and its seconds
 
 
 @dataclass
-class Budget:
+class ShrinkBudget:
+    """The oracle calls and seconds that minimizing one finding may spend."""
+
     max_calls: int = SHRINK_CALLS
     max_seconds: float = SHRINK_SECONDS
     calls: int = 0
@@ -56,12 +58,12 @@ class Budget:
 
     def spend(self) -> None:
         if self.calls >= self.max_calls or self.seconds >= self.max_seconds:
-            raise BudgetSpent
+            raise ShrinkBudgetSpent
         self.calls += 1
 
 
 class Oracle:
-    def __init__(self, spec: Spec, candidate: CandidateProcess, budget: Budget) -> None:
+    def __init__(self, spec: Spec, candidate: CandidateProcess, budget: ShrinkBudget) -> None:
         self.spec, self.candidate, self.budget = spec, candidate, budget
 
     def traced(self, program: Program, ref: Observations, want: Finding | None = None
@@ -85,7 +87,7 @@ class Oracle:
                     None)
 
 
-def stats(budget: Budget) -> Shrink:
+def stats(budget: ShrinkBudget) -> Shrink:
     return {"calls": budget.calls, "seconds": round(budget.seconds, 3)}
 
 

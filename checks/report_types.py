@@ -60,7 +60,7 @@ class Shrink(TypedDict):
     seconds: float | None
 
 
-class Upstream(TypedDict):
+class AncestorFinding(TypedDict):
     """A finding of the same draw that this one's call took its inputs from."""
     kind: Kind
     op: str
@@ -110,7 +110,7 @@ class FindingExtra(TypedDict, total=False):
     max_abs: Measure
     max_rel: Measure
     judged_alone: bool  # its call, fed the reference's inputs (checks/calls.py)
-    downstream_of: list[Upstream]
+    downstream_of: list[AncestorFinding]
     minimize_error: str | None  # why minimizing this finding failed; None once it worked
     repro_program: dict[str, Any]
     repro: str

@@ -6,16 +6,21 @@ from random import Random
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.internal.conjecture.data import ConjectureData, ConjectureResult, Status
-from hypothesis.internal.conjecture.engine import ConjectureRunner, RunIsComplete
-from hypothesis.internal.conjecture.shrinker import sort_key
-from hypothesis.internal.escalation import InterestingOrigin
 
 from .dsl import DrawContext
 from .engine import trace_program
 from .findings import Finding
-from .hypothesis_compat import seed_only_draws
-from .oracle import BudgetSpent, Oracle
+from .hypothesis_compat import (
+    ConjectureData,
+    ConjectureResult,
+    ConjectureRunner,
+    InterestingOrigin,
+    RunIsComplete,
+    Status,
+    seed_only_draws,
+    sort_key,
+)
+from .oracle import Oracle, ShrinkBudgetSpent
 from .trace import SpecError
 
 _ORIGIN = InterestingOrigin.from_exception(AssertionError("alignbot bug identity"))
@@ -43,7 +48,7 @@ class Shrinker:
             data.mark_invalid()
         try:
             found = self.oracle.traced(program, ref, self.target)
-        except BudgetSpent:
+        except ShrinkBudgetSpent:
             raise RunIsComplete from None
         finding = next((f for f in found if self.target.same_bug(f)), None)
         if finding is None:

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 
 from .findings import Finding
-from .oracle import BudgetSpent, Oracle
+from .oracle import Oracle, ShrinkBudgetSpent
 from .program import EncodedArray, InputNode, Program, Recipe, call_kwargs, is_call
 from .runtime.values import decode_array, encode_array, make_array
 
@@ -62,7 +62,7 @@ class Simplifier:
             self._keywords()
             self._module_state()
             self._seeds()
-        except BudgetSpent:
+        except ShrinkBudgetSpent:
             pass
         return self.program, self.finding
 

@@ -8,7 +8,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
-from .dsl import NOTHING, DrawContext, Generator, resolve
+from .dsl import NOTHING, DrawContext, resolve
 from .program import (
     BackwardPlan,
     CallNode,
@@ -412,7 +412,3 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__ge__", "__eq__", "__ne__", "__getitem__",
               *sorted(INPLACE_DUNDERS - {"__setitem__"})):
     setattr(TensorProxy, _name, _operator(_name))
-
-
-def is_proxy(value: Any) -> bool:
-    return isinstance(value, (TensorProxy, ModuleProxy, Generator))

@@ -446,7 +446,9 @@ def _gradients(ref: dict[str, Any], cand: dict[str, Any], oracles: dict[str, Obs
 def _float64_noise(ref: dict[str, Any], cand: dict[str, Any], exact: dict[str, Any] | None,
                    evidence: Evidence) -> Triage | None:
     """Two float64 results that differ by rounding only: within NOISE_RELATIVE of each
-    other, or both within NOISE_ULPS rounding steps of an independent (NumPy) value."""
+    other. Otherwise, with an independent (NumPy) value at hand, each side's distance from it
+    in float64 rounding steps goes into the evidence only: both within NOISE_ULPS of it would
+    already have put them within NOISE_RELATIVE of each other."""
     ref_data, cand_data = widened(ref["data"]), widened(cand["data"])
     if ref_data.shape != cand_data.shape:
         return None

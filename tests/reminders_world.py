@@ -27,7 +27,15 @@ from bot.reminders import (
     SweepReport,
     run_inline,
 )
-from bot.storage import PR_SETTINGS, SENT, Installation, Kind, make_engine, migrate, transaction
+from bot.storage import (
+    PR_SETTINGS,
+    SENT,
+    InstallationRow,
+    ReminderKind,
+    make_engine,
+    migrate,
+    transaction,
+)
 from bot.testing.github import CheckRun, GitHubServer, Issue
 from bot.worker import RetryPolicy
 
@@ -67,7 +75,7 @@ class World:
     engine: Engine
     t0: datetime
     now: list[datetime] = field(default_factory=list)
-    expected: dict[int, tuple[Kind, set[str]]] = field(default_factory=dict)
+    expected: dict[int, tuple[ReminderKind, set[str]]] = field(default_factory=dict)
 
     @property
     def clock(self) -> Callable[[], datetime]:
@@ -99,7 +107,7 @@ class World:
 
     def pr(self, number: int, days: float, *, user: str = "alice", files: tuple[str, ...] = (
             "README.md",), labels: tuple[str, ...] = (), draft: bool = False,
-            state: str = "open", expect: tuple[Kind, set[str]] | None = None) -> Issue:
+            state: str = "open", expect: tuple[ReminderKind, set[str]] | None = None) -> Issue:
         created = self.t0 - timedelta(days=days)
         head = sha(number, "head")
         issue = self.server.add_pull(ORG, NAME, number, head, BASE, f"Change {number}", user,
@@ -165,7 +173,7 @@ class World:
 def install(engine: Engine) -> None:
     migrate(engine)
     with transaction(engine) as conn:
-        conn.execute(insert(Installation.__table__).values(
+        conn.execute(insert(InstallationRow.__table__).values(
             id=INSTALLATION, account_login=ORG, repositories=[REPO, f"{ORG}/{TRACKER}"]))
 
 
@@ -190,46 +198,48 @@ def catalogue(w: World) -> None:
     for n in (4, 5):  # drafts
         w.pr(n, 20, draft=True)
     for n in (6, 7):  # approved on the head: a note to the maintainers
-        w.pr(n, 12, expect=(Kind.MERGE, maint))
+        w.pr(n, 12, expect=(ReminderKind.MERGE, maint))
         w.review(n, "rev1", "APPROVED", t0 - timedelta(days=10))
     for n in (8, 9):  # changes requested on the head
-        w.pr(n, 15, user="bob", expect=(Kind.AUTHOR, {"@bob"}))
+        w.pr(n, 15, user="bob", expect=(ReminderKind.AUTHOR, {"@bob"}))
         w.review(n, "rev1", "CHANGES_REQUESTED", t0 - timedelta(days=9))
     for n in (10, 11):  # failing checks
-        w.pr(n, 9, user="carol", expect=(Kind.AUTHOR, {"@carol"}))
+        w.pr(n, 9, user="carol", expect=(ReminderKind.AUTHOR, {"@carol"}))
         w.failing_check(n)
     for n in (12, 13):  # reviews requested from a person and a team
-        w.pr(n, 8, expect=(Kind.REVIEWERS, {"@rev2", "@org/core"}))
+        w.pr(n, 8, expect=(ReminderKind.REVIEWERS, {"@rev2", "@org/core"}))
         w.server.request_reviewers(ORG, NAME, n, ["rev2"], ["core"])
     for n in (14, 15):  # no review; CODEOWNERS owns ops/
-        w.pr(n, 10, files=("ops/add.py",), expect=(Kind.REVIEWERS, {"@ops-owner"}))
+        w.pr(n, 10, files=("ops/add.py",), expect=(ReminderKind.REVIEWERS, {"@ops-owner"}))
     for n in (16, 17):  # no review, no code owner: the maintainers
-        w.pr(n, 30, expect=(Kind.REVIEWERS, maint))
-    w.pr(18, 20, user="dave", files=("ops/add.py",), expect=(Kind.REVIEWERS, {"@ops-owner"}))
+        w.pr(n, 30, expect=(ReminderKind.REVIEWERS, maint))
+    w.pr(18, 20, user="dave", files=("ops/add.py",),
+         expect=(ReminderKind.REVIEWERS, {"@ops-owner"}))
     w.review(18, "rev1", "CHANGES_REQUESTED", t0 - timedelta(days=19))
     w.push(18, t0 - timedelta(days=9))  # the author answered with a push: reviewers again
     for n in (19, 20):
         w.pr(n, 30, labels=("on-hold",))
     w.pr(21, 30, user="renovate-fan")
     w.pr(22, 30, files=("docs/guide.md",))  # only exempt paths
-    w.pr(23, 30, files=("docs/guide.md", "ops/add.py"), expect=(Kind.REVIEWERS, {"@ops-owner"}))
+    w.pr(23, 30, files=("docs/guide.md", "ops/add.py"),
+         expect=(ReminderKind.REVIEWERS, {"@ops-owner"}))
     w.pr(24, 30)
     w.setting(24, snoozed_until=t0 + timedelta(days=3))
-    w.pr(25, 30, expect=(Kind.REVIEWERS, maint))
+    w.pr(25, 30, expect=(ReminderKind.REVIEWERS, maint))
     w.setting(25, snoozed_until=t0 - timedelta(days=1))  # the snooze is over
     w.pr(26, 30)
     w.setting(26, disabled=True)
-    w.pr(27, 20, expect=(Kind.REVIEWERS, maint))  # only bots since: still stale
+    w.pr(27, 20, expect=(ReminderKind.REVIEWERS, maint))  # only bots since: still stale
     w.server.user("ci-bot[bot]", "Bot")
     w.comment(27, "ci-bot[bot]", t0 - timedelta(days=9), "Coverage: 91%")
     w.push(27, t0 - timedelta(days=8), by_bot=True)
     w.pr(28, 30, state="closed")
     w.pr(29, 30)  # a person commented recently
     w.comment(29, "erin", t0 - timedelta(days=3))
-    w.pr(30, 30, expect=(Kind.REVIEWERS, maint))  # a person's push 8 days ago: stale
+    w.pr(30, 30, expect=(ReminderKind.REVIEWERS, maint))  # a person's push 8 days ago: stale
     w.push(30, t0 - timedelta(days=8))
     for n in range(31, 37):  # more of the plain kind, to fill the listing
-        w.pr(n, 7.5 + n / 10, expect=(Kind.REVIEWERS, maint))
+        w.pr(n, 7.5 + n / 10, expect=(ReminderKind.REVIEWERS, maint))
 
 
 def catalogued_world(github_server: GitHubServer, tmp_path: Path) -> World:
@@ -240,7 +250,7 @@ def catalogued_world(github_server: GitHubServer, tmp_path: Path) -> World:
     return w
 
 
-def check_week(w: World, expected: dict[int, tuple[Kind, set[str]]], count: int) -> None:
+def check_week(w: World, expected: dict[int, tuple[ReminderKind, set[str]]], count: int) -> None:
     period = Schedule.of(Reminders(weekday=WEEKDAYS[w.t0.weekday()], hour=w.t0.hour)
                          ).period(w.now[0])
     for number, (kind, mentions) in expected.items():

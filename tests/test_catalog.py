@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checks.catalog import Entry, render
+from checks.catalog import CatalogEntry, render
 from checks.cli import main
 
 PLANTED = str(Path(__file__).parent / "fixtures" / "planted_specs.py")
@@ -34,6 +34,6 @@ def test_specs_json_lists_the_spec_files_specs(capsys: Any) -> None:
 
 
 def test_a_spec_that_draws_no_tensor_shows_a_dash() -> None:
-    table = render([Entry("x.scalar", (), "DSL", (), 1)])
+    table = render([CatalogEntry("x.scalar", (), "DSL", (), 1)])
     assert table.splitlines()[1].split() == ["x.scalar", "DSL", "-", "-"]
     assert table.endswith("\n1 spec\n")

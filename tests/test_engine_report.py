@@ -63,7 +63,7 @@ def shape(annotation: Any) -> frozenset[Any]:
 
 
 def objects(annotation: Any) -> list[Any]:
-    """The TypedDicts or models inside a type, in order (``list[Upstream]``: ``Upstream``)."""
+    """The TypedDicts or models inside a type, in order (``list[T]``: ``T``)."""
     if typing.is_typeddict(annotation) or (isinstance(annotation, type)
                                            and issubclass(annotation, BaseModel)):
         return [annotation]

@@ -17,9 +17,9 @@ from checks.findings import (
     BACKWARD_OP,
     Finding,
     Kind,
+    ancestors_of,
     backward_call,
     judge,
-    upstream_of,
 )
 from checks.runtime.replay import AUTOGRAD_KEY, BackwardTracker, Hooks, replay
 from checks.runtime.replay import seed as seed_reference
@@ -272,7 +272,7 @@ def test_merged_draws_keep_their_distinct_messages_up_to_a_bound() -> None:
     assert 0 < len(long.examples[0]) <= 1000
 
 
-def test_upstream_follows_references_and_in_place_writes() -> None:
+def test_ancestors_follow_references_and_in_place_writes() -> None:
     def call(node_id: str, *refs: str, inplace: bool = False) -> dict[str, Any]:
         node = {"id": node_id, "op": "call", "target": "torch.f",
                 "args": [{"ref": r} for r in refs], "kwargs": {}}
@@ -281,9 +281,9 @@ def test_upstream_follows_references_and_in_place_writes() -> None:
     program = {"nodes": [{"id": "v0", "op": "input"}, {"id": "v1", "op": "input"},
                          call("v2", "v0"), call("v3", "v1", "v2", inplace=True),
                          call("v4", "v1"), call("v5", "v4.0")]}
-    above = upstream_of(program)
+    above = ancestors_of(program)
     assert above["v2"] == {"v0"}
-    # v4 reads v1 after v3 wrote into it: v3, and what v3 read, are upstream of v4
+    # v4 reads v1 after v3 wrote into it: v3, and what v3 read, are ancestors of v4
     assert above["v4"] == {"v1", "v3", "v2", "v0"}
     assert above["v5"] == {"v4", "v1", "v3", "v2", "v0"}
 

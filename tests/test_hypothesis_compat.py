@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis.internal.conjecture import providers
+from imports import statements
 
 ROOT = Path(__file__).resolve().parent.parent
 # A module of the user's own (outside site-packages and tests/): Hypothesis would mine its
@@ -66,6 +67,14 @@ def test_the_internals_this_relies_on_are_there() -> None:
     assert callable(providers._get_local_constants)
     assert isinstance(providers.Constants(), providers.Constants)
     assert hasattr(providers.CONSTANTS_CACHE, "cache")
+
+
+def test_only_the_compat_module_imports_hypothesis_internals() -> None:
+    """Where the internals move, one module changes (docs/ARCHITECTURE.md says so)."""
+    importers = {path.relative_to(ROOT).as_posix() for path in (ROOT / "checks").rglob("*.py")
+                 for target, _ in statements(path, ROOT)
+                 if target == "hypothesis.internal" or target.startswith("hypothesis.internal.")}
+    assert importers == {"checks/hypothesis_compat.py"}
 
 
 @pytest.mark.slow

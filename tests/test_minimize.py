@@ -17,7 +17,7 @@ from checks import CandidateConfig, CandidateProcess
 from checks.cli import main
 from checks.engine import check
 from checks.findings import Kind
-from checks.oracle import Budget, Oracle
+from checks.oracle import Oracle, ShrinkBudget
 from checks.repro import run_script
 from checks.shrink import Shrinker
 from checks.spec_loading import load_file
@@ -116,7 +116,7 @@ def test_shrinking_keeps_the_fingerprint_and_finds_the_smallest_shape(shrink_set
     assert kinds == {Kind.VALUE, Kind.CANDIDATE_ERROR}
     value = next(f for f in result.findings if f.kind is Kind.VALUE)
     value.program = _largest_failing_program(spec, candidate, value)
-    best = Shrinker(Oracle(spec, candidate, Budget()), value).run()
+    best = Shrinker(Oracle(spec, candidate, ShrinkBudget()), value).run()
     shape = best.program["nodes"][0]["shape"]
     count = 1
     for dim in shape:
@@ -148,7 +148,7 @@ def _largest_failing_program(spec: Any, candidate: Any, finding: Any) -> dict[st
 def test_shrinking_stops_at_its_budget(shrink_setup: Any) -> None:
     spec, candidate, result = shrink_setup
     value = next(f for f in result.findings if f.kind is Kind.VALUE)
-    budget = Budget(max_calls=3, max_seconds=60)
+    budget = ShrinkBudget(max_calls=3, max_seconds=60)
     Shrinker(Oracle(spec, candidate, budget), value).run()
     assert budget.calls == 3
 
@@ -281,7 +281,7 @@ def _rejudge(finding: dict[str, Any], specs: Any, prelude: str) -> Any:
     """The minimized repro program judged again, on a fresh candidate."""
     spec = next(s for s in specs if s.name == finding["spec"])
     with CandidateProcess(CandidateConfig("rejudge", prelude, timeout=3.0)) as candidate:
-        found = Oracle(spec, candidate, Budget()).program(finding["repro_program"])
+        found = Oracle(spec, candidate, ShrinkBudget()).program(finding["repro_program"])
     return found[0] if found else None
 
 

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from bot.reminders import PullFacts, waiting_on
-from bot.storage import Kind
+from bot.storage import ReminderKind
 
 
 def _facts(**changes: Any) -> PullFacts:
@@ -27,7 +27,7 @@ def _review(login: str, state: str, commit: str = "h") -> dict[str, Any]:
 def test_who_a_pull_request_waits_on() -> None:
     none: Callable[[], list[str]] = list
     owners = lambda: ["own"]  # noqa: E731
-    assert waiting_on(_facts(), lambda: ["ci"], owners, []).kind == Kind.AUTHOR
+    assert waiting_on(_facts(), lambda: ["ci"], owners, []).kind == ReminderKind.AUTHOR
     approved = _facts(reviews=[_review("r", "APPROVED")])
     assert waiting_on(approved, none, owners, ["m"]).mentions == ["@m"]
     stale_approval = _facts(reviews=[_review("r", "APPROVED", "old")])
@@ -38,4 +38,4 @@ def test_who_a_pull_request_waits_on() -> None:
     assert waiting_on(own, none, owners, []).mentions == ["@bob"]
     bot = _facts(reviews=[{**_review("ci[bot]", "CHANGES_REQUESTED"),
                            "user": {"login": "ci[bot]", "type": "Bot"}}])
-    assert waiting_on(bot, none, none, []).kind == Kind.REVIEWERS
+    assert waiting_on(bot, none, none, []).kind == ReminderKind.REVIEWERS

@@ -24,7 +24,7 @@ from sqlalchemy import select
 
 from bot.queue import SqlJobQueue
 from bot.reminders import Skip, SweepHooks, find_markers
-from bot.storage import SWEEPS, Kind, make_engine, transaction
+from bot.storage import SWEEPS, ReminderKind, make_engine, transaction
 from bot.testing.github import GitHubServer, Reply, Route
 
 world = pytest.fixture(catalogued_world, name="world")
@@ -67,7 +67,7 @@ def test_a_simulated_week_reminds_exactly_the_stale_pull_requests_once(world: Wo
     w.pr(41, 1)  # opened a day before t0: stale (8 days) next week
     second = {n: e for n, e in w.expected.items() if n not in (8, 12, 16)}
     # fresh last week (or snoozed until mid-week), stale now: their first reminder
-    first = {n: (Kind.REVIEWERS, {"@maint1", "@maint2"}) for n in (1, 2, 3, 24, 29, 41)}
+    first = {n: (ReminderKind.REVIEWERS, {"@maint1", "@maint2"}) for n in (1, 2, 3, 24, 29, 41)}
     week2 = w.at(t0 + 7 * day).sweep()
     assert sorted(n for _, n, _ in week2.posted) == sorted([*second, *first])
     check_week(w, second, 2)
@@ -90,7 +90,7 @@ def test_escalation_after_the_configured_reminders_and_never_a_close(
         kinds.append([m.kind.value for m in find_markers(
             [{"user": {"login": c.user.login}, "body": c.body, "id": c.id,
               "created_at": c.created_at.isoformat()} for c in w.reminders(1)], "alignbot[bot]")])
-    assert kinds[-1] == [Kind.REVIEWERS, Kind.REVIEWERS, Kind.ESCALATION]
+    assert kinds[-1] == [ReminderKind.REVIEWERS, ReminderKind.REVIEWERS, ReminderKind.ESCALATION]
     assert [len(k) for k in kinds] == [1, 2, 3, 3, 3]
     escalation = w.reminders(1)[-1].body
     assert "@org/leads" in escalation and "waiting for a review" in escalation

@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from bot.app import create_app
 from bot.queue import JobRequest, JobState, SqlJobQueue
 from bot.settings import load_settings
-from bot.storage import Delivery, Installation, make_engine, migrate
+from bot.storage import Delivery, InstallationRow, make_engine, migrate
 from bot.webhooks import (
     Event,
     PayloadError,
@@ -298,9 +298,9 @@ def installation_event(store: SqlDeliveryStore, name: str, action: str, **extra:
     assert post(store, body, headers(body, name)) == (200, {"status": "recorded", "jobs": 0})
 
 
-def installation(engine: Engine) -> Installation:
+def installation(engine: Engine) -> InstallationRow:
     with Session(engine) as session:
-        return session.execute(select(Installation)).scalar_one()
+        return session.execute(select(InstallationRow)).scalar_one()
 
 
 def test_installation_events_keep_the_installation_row(

@@ -62,7 +62,7 @@ class Refusal(StrEnum):
     ONE_ALIGN = "one_align"  # a comment or review runs at most one check
 
 
-class Budget(StrEnum):
+class CountedUse(StrEnum):
     """What ``command_uses`` counts besides commands: replies to people without write
     access (refused or answered), so that nobody can make the app write many comments."""
 

@@ -29,7 +29,7 @@ from ..output import COMMENT_LIMIT, fit
 from ..queue import JobQueue, JobRecord
 from ..storage import REPLIES, transaction, utcnow
 from . import state
-from .context import Budget, Outcome, RateLimit, Reaction, Request, render, reply_marker
+from .context import CountedUse, Outcome, RateLimit, Reaction, Request, render, reply_marker
 from .handlers import handle
 from .parser import MAX_COMMANDS, Malformed, parse_line
 from .state import ignored_hash, line_hash
@@ -109,7 +109,7 @@ class CommandJob:
         coming = any(row.reply_body for row in state.rows(self.engine, request))
         if coming or request.can_write:
             return True
-        return state.use(self.engine, request, Budget.REPLY, self.reply_limit,
+        return state.use(self.engine, request, CountedUse.REPLY, self.reply_limit,
                          self.clock()) is None
 
     # -- deliver ------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from ..engine_report import stored_findings
 from ..jobs import ALIGN, ALIGN_SHARD
 from ..queue import JobQueue
 from ..storage import PR_SETTINGS, REPLIES, UPSTREAM, USES, insert_ignore, transaction, utcnow
-from .context import Budget, RateLimit, Request
+from .context import CountedUse, RateLimit, Request
 from .parser import Name
 
 
@@ -59,7 +59,7 @@ def record(engine: Engine, request: Request, digest: str, command: str, accepted
         conn.execute(REPLIES.insert().values(**values))
 
 
-def use(engine: Engine, request: Request, name: Name | Budget, limit: RateLimit,
+def use(engine: Engine, request: Request, name: Name | CountedUse, limit: RateLimit,
         now: datetime) -> datetime | None:
     """Count one use; if the limit is reached, count nothing and return when to retry."""
     who = (USES.c.repo == request.repo_name, USES.c.number == request.number,

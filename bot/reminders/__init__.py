@@ -19,7 +19,7 @@ markers, config, lease, jobs, …), never another feature (``tests/test_layers.p
 
 from __future__ import annotations
 
-from .api import Api, ApiLimits, Budget, BudgetExhausted, WritePacer
+from .api import ApiCallBudget, ApiCallBudgetExhausted, ApiLimits, SweepApi, WritePacer
 from .codeowners import OwnerRule, owners_of, parse_codeowners
 from .facts import Marker, PullFacts, Waiting, find_markers, is_bot, reminder_marker, waiting_on
 from .job import (
@@ -49,10 +49,9 @@ __all__ = [
     "STALE_SWEEP",
     "SWEEPS_AT_ONCE",
     "WEEKDAYS",
-    "Api",
+    "ApiCallBudget",
+    "ApiCallBudgetExhausted",
     "ApiLimits",
-    "Budget",
-    "BudgetExhausted",
     "DigestBusy",
     "Marker",
     "OwnerRule",
@@ -63,6 +62,7 @@ __all__ = [
     "Schedule",
     "Skip",
     "Store",
+    "SweepApi",
     "SweepHooks",
     "SweepJob",
     "SweepOptions",

@@ -1,6 +1,7 @@
 """GitHub for the sweep: every request counted against the installation's hourly budget
-(:class:`Budget`, in the database), writes paced (:class:`WritePacer`), GitHub's own limits
-watched; running out raises :class:`BudgetExhausted` for the sweep to stop and resume later."""
+(:class:`ApiCallBudget`, in the database), writes paced (:class:`WritePacer`), GitHub's own
+limits watched; running out raises :class:`ApiCallBudgetExhausted` for the sweep to stop and
+resume later."""
 
 from __future__ import annotations
 
@@ -22,13 +23,13 @@ PAGE = 100
 _NEXT = re.compile(r'<([^>]+)>;\s*rel="next"')
 
 
-class BudgetExhausted(Exception):
+class ApiCallBudgetExhausted(Exception):
     """The installation's budget for this hour (ours or GitHub's) is spent: stop and resume
     later from the stored cursor."""
 
 
 
-class Budget:
+class ApiCallBudget:
     """Requests and content-creating requests (writes) per installation per clock hour,
     counted in the database so that restarts and other replicas see them: counted in memory,
     flushed every few requests and after every write."""
@@ -51,12 +52,14 @@ class Budget:
             self.used, self.written = self._load(hour)
         if self.used + self.pending >= self.limit:
             self.flush()
-            raise BudgetExhausted(f"the reminder budget of {self.limit} requests this hour for "
-                                  f"installation {self.installation_id} is spent")
+            raise ApiCallBudgetExhausted(
+                f"the reminder budget of {self.limit} requests this hour for "
+                f"installation {self.installation_id} is spent")
         if write and self.written + self.pending_writes >= self.write_limit:
             self.flush()
-            raise BudgetExhausted(f"{self.write_limit} content-creating requests this hour "
-                                  f"for installation {self.installation_id}: GitHub's limit")
+            raise ApiCallBudgetExhausted(
+                f"{self.write_limit} content-creating requests this hour "
+                f"for installation {self.installation_id}: GitHub's limit")
         self.pending += 1
         self.pending_writes += int(write)
         if write or self.pending >= self.FLUSH_EVERY:
@@ -125,11 +128,11 @@ class ApiLimits:
     max_wait: float = 120.0
 
 
-class Api:
+class SweepApi:
     """GitHub for the sweep: JSON through PyGithub's requester (its retries, its base URL),
     every request counted against the budget, writes paced, search limits waited out."""
 
-    def __init__(self, gh: Github, budget: Budget, pacer: WritePacer, limits: ApiLimits,
+    def __init__(self, gh: Github, budget: ApiCallBudget, pacer: WritePacer, limits: ApiLimits,
                  sleep: Callable[[float], None] = _time.sleep) -> None:
         self.gh, self.budget, self.pacer, self.limits, self.sleep = (
             gh, budget, pacer, limits, sleep)
@@ -154,7 +157,7 @@ class Api:
         if self.search_reset is not None:
             wait = self.search_reset - _time.time()
             if wait > self.limits.max_wait:
-                raise BudgetExhausted("GitHub's search budget is spent for a while")
+                raise ApiCallBudgetExhausted("GitHub's search budget is spent for a while")
             if wait > 0:
                 self.sleep(wait)
             self.search_reset = None
@@ -172,8 +175,9 @@ class Api:
     def _request(self, verb: str, url: str, *, params: dict[str, Any] | None = None,
                  body: dict[str, Any] | None = None) -> tuple[dict[str, Any], Any]:
         if self.core_remaining is not None and self.core_remaining < self.limits.reserve:
-            raise BudgetExhausted(f"GitHub reports {self.core_remaining} requests left this "
-                                  "hour for the installation; keeping them for other work")
+            raise ApiCallBudgetExhausted(
+                f"GitHub reports {self.core_remaining} requests left this "
+                "hour for the installation; keeping them for other work")
         kind = "write" if verb != "GET" else "search" if "/search/" in url else "read"
         self.budget.spend(write=kind == "write")
         self.calls[kind] += 1
@@ -182,7 +186,7 @@ class Api:
                 verb, url, parameters=params, input=body)
         except GithubException as exc:
             if exc.status in (403, 429) and "rate limit" in str(exc.data or "").lower():
-                raise BudgetExhausted(f"GitHub's rate limit: {exc.status}") from exc
+                raise ApiCallBudgetExhausted(f"GitHub's rate limit: {exc.status}") from exc
             raise
         self._note_limits(headers)
         return headers, data

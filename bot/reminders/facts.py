@@ -10,7 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..markers import find_marked, is_bot_account
-from ..storage import Kind
+from ..storage import ReminderKind
 from .schedule import parse_time
 
 MAX_MENTIONS = 10
@@ -28,13 +28,13 @@ def is_bot(user: Mapping[str, Any] | None) -> bool:
 @dataclass(frozen=True)
 class Marker:
     period: str
-    kind: Kind
+    kind: ReminderKind
     count: int
     comment_id: int
     created_at: datetime
 
 
-def reminder_marker(period: str, kind: Kind, count: int) -> str:
+def reminder_marker(period: str, kind: ReminderKind, count: int) -> str:
     return f"<!-- alignbot:reminder period={period} kind={kind.value} n={count} -->"
 
 
@@ -44,8 +44,8 @@ def find_markers(comments: list[dict[str, Any]], bot_login: str) -> list[Marker]
     found = []
     for comment, match in find_marked(comments, bot_login, _REMINDER_MARKER):
         created = parse_time(comment.get("created_at"))
-        if created and match.group(2) in Kind._value2member_map_:
-            found.append(Marker(match.group(1), Kind(match.group(2)), int(match.group(3)),
+        if created and match.group(2) in ReminderKind._value2member_map_:
+            found.append(Marker(match.group(1), ReminderKind(match.group(2)), int(match.group(3)),
                                 int(comment["id"]), created))
     return found
 
@@ -98,7 +98,7 @@ class PullFacts:
 class Waiting:
     """Who the pull request waits on, whom to mention, and why."""
 
-    kind: Kind
+    kind: ReminderKind
     mentions: list[str]
     reasons: list[str] = field(default_factory=list)
     requested: bool = False
@@ -118,16 +118,16 @@ def waiting_on(facts: PullFacts, failing_checks: Callable[[], list[str]],
     if failing or changes:
         reasons = [f"checks failing: {', '.join(failing)}"] if failing else []
         reasons += [f"changes requested by {', '.join(changes)}"] if changes else []
-        return Waiting(Kind.AUTHOR, mentions(author), reasons)
+        return Waiting(ReminderKind.AUTHOR, mentions(author), reasons)
     requested = [u for u in facts.requested_users if u != facts.author] + facts.requested_teams
     if requested:
-        return Waiting(Kind.REVIEWERS, mentions(requested), requested=True)
+        return Waiting(ReminderKind.REVIEWERS, mentions(requested), requested=True)
     approvers = sorted(login for login, r in on_head.items() if r["state"] == "APPROVED")
     if approvers:
-        return Waiting(Kind.MERGE, mentions(maintainers), approvers=approvers)
+        return Waiting(ReminderKind.MERGE, mentions(maintainers), approvers=approvers)
     people = [o for o in owners() if o != facts.author] or \
         [m for m in maintainers if m != facts.author]
-    return Waiting(Kind.REVIEWERS, mentions(people))
+    return Waiting(ReminderKind.REVIEWERS, mentions(people))
 
 
 def mentions(names: list[str]) -> list[str]:

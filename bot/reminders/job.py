@@ -36,7 +36,7 @@ from ..queue import JobQueue, JobRecord, JobRequest, JobState, SqlJobQueue
 from ..settings import Settings
 from ..storage import make_engine, migrate, utcnow
 from ..worker import RetryPolicy, Worker, ensure_current, retry_policy
-from .api import Api, ApiLimits, Budget, BudgetExhausted, WritePacer
+from .api import ApiCallBudget, ApiCallBudgetExhausted, ApiLimits, SweepApi, WritePacer
 from .report import SweepReport
 from .store import RepoState, Store, installed_repos
 from .sweep import RepoSweep, SweepHooks, SweepOptions
@@ -107,7 +107,7 @@ class SweepJob:
             log.info("%s: not swept, installation %d no longer holds it", repo, installation_id)
             return {**report.as_result(), "not_installed": True}
         state = self.store.state(repo, installation_id)
-        apis: dict[int, list[Api]] = {}
+        apis: dict[int, list[SweepApi]] = {}
         try:
             with transient_failures(self.app, installation_id):
                 self._sweep_or_stop(state, report, apis, bool(job.payload.get("force")))
@@ -129,28 +129,28 @@ class SweepJob:
         return report.as_result()
 
     def _sweep_or_stop(self, state: RepoState, report: SweepReport,
-                       apis: dict[int, list[Api]], force: bool) -> None:
+                       apis: dict[int, list[SweepApi]], force: bool) -> None:
         try:
             self._sweep(state, report, apis, force)
-        except BudgetExhausted as exc:
+        except ApiCallBudgetExhausted as exc:
             self._stopped(report, state, str(exc), _next_hour(self.clock()))
         except BadCredentialsException as exc:  # revoked or expired early: the next pass
             for used in apis:
                 self.app.forget_token(used)
             self._stopped(report, state, f"GitHub refused the token: {exc}", self.clock())
 
-    def _sweep(self, state: RepoState, report: SweepReport, apis: dict[int, list[Api]],
+    def _sweep(self, state: RepoState, report: SweepReport, apis: dict[int, list[SweepApi]],
                force: bool) -> None:
-        budgets: dict[int, Budget] = {}
+        budgets: dict[int, ApiCallBudget] = {}
 
-        def api_for(installation_id: int) -> Api:
+        def api_for(installation_id: int) -> SweepApi:
             """A client (its token fresh) and one budget per installation."""
             if installation_id not in budgets:
-                budgets[installation_id] = Budget(
+                budgets[installation_id] = ApiCallBudget(
                     self.engine, installation_id, self.options.limits.calls_per_hour,
                     self.clock, self.options.limits.writes_per_hour)
             apis.setdefault(installation_id, [])
-            api = Api(self.app.client(installation_id), budgets[installation_id], self.pacer,
+            api = SweepApi(self.app.client(installation_id), budgets[installation_id], self.pacer,
                       self.options.limits, sleep=self.sleep)
             apis[installation_id].append(api)
             return api

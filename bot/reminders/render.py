@@ -11,7 +11,7 @@ from typing import Any
 
 from checks.api import environment
 
-from ..storage import Kind, UpstreamState
+from ..storage import ReminderKind, UpstreamState
 from .facts import Waiting, reminder_marker
 from .schedule import describe_wait
 
@@ -23,8 +23,10 @@ DIGEST_MARKER = re.compile(r"<!-- alignbot:upstream-digest period=(\S+) -->")
 
 _templates = functools.cache(environment)  # compiled once, not once per reminder
 
-TEMPLATES = {Kind.REVIEWERS: "reminder_reviewers.md.j2", Kind.AUTHOR: "reminder_author.md.j2",
-             Kind.MERGE: "reminder_merge.md.j2", Kind.ESCALATION: "reminder_escalation.md.j2"}
+TEMPLATES = {ReminderKind.REVIEWERS: "reminder_reviewers.md.j2",
+             ReminderKind.AUTHOR: "reminder_author.md.j2",
+             ReminderKind.MERGE: "reminder_merge.md.j2",
+             ReminderKind.ESCALATION: "reminder_escalation.md.j2"}
 
 
 @dataclass
@@ -33,14 +35,14 @@ class Reminder:
 
     number: int
     period: str
-    kind: Kind
+    kind: ReminderKind
     count: int
     waiting: Waiting
     waited: timedelta
     author: str
     stale_days: int
     max_reminders: int
-    escalated_from: Kind | None = None
+    escalated_from: ReminderKind | None = None
 
     def body(self) -> str:
         return _templates().get_template(TEMPLATES[self.kind]).render(

@@ -22,7 +22,7 @@ Invariants:
   the record nor posts twice. One repository is swept by one job at a time (``job.py``).
 - The app never closes a pull request, and labels one only when ``reminders.labels`` is on.
 - Every GitHub request is counted against the installation's hourly budget for this feature;
-  running out raises :class:`BudgetExhausted` with the cursor saved.
+  running out raises :class:`ApiCallBudgetExhausted` with the cursor saved.
 """
 
 from __future__ import annotations
@@ -38,9 +38,9 @@ from typing import Any
 from github import GithubException
 
 from ..config import CONFIG_PATH, ConfigError, Reminders, RepoConfig, glob_match, load_config
-from ..storage import Kind, Phase
+from ..storage import Phase, ReminderKind
 from ..tenancy import Directory
-from .api import PAGE, Api, ApiLimits
+from .api import PAGE, ApiLimits, SweepApi
 from .codeowners import OwnerRule, codeowners_text, owners_of, parse_codeowners
 from .facts import PullFacts, Waiting, find_markers, is_bot, mentions, waiting_on
 from .render import Reminder
@@ -101,11 +101,11 @@ Guard = Callable[[], None]  # raises when the job running the sweep is no longer
 @dataclass
 class RepoSweep:
     """The sweep of one repository: resumes the stored cursor, runs the phases, stores
-    progress. Raises BudgetExhausted (or a GitHub error) with the cursor saved."""
+    progress. Raises ApiCallBudgetExhausted (or a GitHub error) with the cursor saved."""
 
     store: Store
     state: RepoState
-    api: Api
+    api: SweepApi
     bot_login: str
     clock: Callable[[], datetime]
     guard: Guard
@@ -347,8 +347,8 @@ class RepoSweep:
         rows = [r for r in self._sent.get(facts.number, []) if r["sent_at"] > last_human]
         run = [m for m in markers if m.created_at > last_human]
         count = max(len(rows), len(run))
-        escalated = any(r["kind"] == Kind.ESCALATION for r in rows) or \
-            any(m.kind == Kind.ESCALATION for m in run)
+        escalated = any(r["kind"] == ReminderKind.ESCALATION for r in rows) or \
+            any(m.kind == ReminderKind.ESCALATION for m in run)
         waiting = waiting_on(facts, lambda: self._failing_checks(facts.head_sha),
                              lambda: self._owners(facts.number), rules.maintainers)
         reminder = Reminder(facts.number, period, waiting.kind, count + 1, waiting, waited,
@@ -359,8 +359,8 @@ class RepoSweep:
             return Skip.ESCALATED
         if rules.escalate_to is None:
             return Skip.MAX_REMINDERS
-        reminder.escalated_from, reminder.kind = waiting.kind, Kind.ESCALATION
-        reminder.waiting = Waiting(Kind.ESCALATION, mentions([rules.escalate_to]),
+        reminder.escalated_from, reminder.kind = waiting.kind, ReminderKind.ESCALATION
+        reminder.waiting = Waiting(ReminderKind.ESCALATION, mentions([rules.escalate_to]),
                                    waiting.reasons)
         return reminder
 

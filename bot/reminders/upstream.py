@@ -16,7 +16,7 @@ from github import GithubException
 from ..markers import find_marked
 from ..storage import UpstreamState
 from ..tenancy import Access, Directory, Grant, NotAllowed, Tenant, authorize
-from .api import Api
+from .api import SweepApi
 from .render import DIGEST_MARKER, DIGEST_TITLE, render_digest, render_digest_issue
 from .report import SweepReport
 from .schedule import Schedule, parse_time, search_time
@@ -47,7 +47,7 @@ class UpstreamWatch:
     """
 
     store: Store
-    api: Api
+    api: SweepApi
     bot_login: str
     clock: Callable[[], datetime]
     guard: Callable[[], None]

@@ -21,8 +21,8 @@ from bot.storage import (
     STATUS_RUNS,
     UPSTREAM,
     JobState,
-    Outcome,
     RunState,
+    StatusOutcome,
     transaction,
     upsert,
     utcnow,
@@ -134,7 +134,8 @@ def report_results(report: Mapping[str, Any], known: KnownLookup | None = None
         for dtype in finding_dtypes(report, finding):
             key = (str(finding["op"])[:255], dtype, str(finding["kind"]), finding["fingerprint"])
             rows[key] = {"op": key[0], "dtype": dtype, "kind": key[2], "fingerprint": key[3],
-                         "outcome": (Outcome.DIVERGES if match is None else Outcome.KNOWN).value,
+                         "outcome": (StatusOutcome.DIVERGES if match is None
+                                     else StatusOutcome.KNOWN).value,
                          "count": int(finding.get("count", 0)), "detail": detail}
     found = {(op, dtype) for op, dtype, _, _ in rows}
     for explored in report.get("exploration") or []:
@@ -142,7 +143,8 @@ def report_results(report: Mapping[str, Any], known: KnownLookup | None = None
             if (op, dtype) not in found:
                 found.add((op, dtype))
                 rows[(op, dtype, "", "")] = {"op": op, "dtype": dtype, "kind": "",
-                                             "fingerprint": "", "outcome": Outcome.AGREES.value,
+                                             "fingerprint": "",
+                                             "outcome": StatusOutcome.AGREES.value,
                                              "count": 0, "detail": {}}
     return list(rows.values())
 

@@ -10,14 +10,15 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bot.storage import Outcome
+from bot.storage import StatusOutcome
 from checks.api import DTYPE_ORDER
 
 from .store import NO_DTYPE, Result, Run
 
 NOT_COVERED = "not-covered"
 # how a cell's findings add up: the worst one colours it
-_RANK = {Outcome.DIVERGES.value: 3, Outcome.KNOWN.value: 2, Outcome.AGREES.value: 1}
+_RANK = {StatusOutcome.DIVERGES.value: 3, StatusOutcome.KNOWN.value: 2,
+         StatusOutcome.AGREES.value: 1}
 
 
 @dataclass
@@ -43,7 +44,7 @@ class FindingView:
 class CellView:
     op: str
     dtype: str
-    outcome: str  # an Outcome's value, or NOT_COVERED
+    outcome: str  # a StatusOutcome's value, or NOT_COVERED
     anchor: str
     findings: list[FindingView] = field(default_factory=list)
 
@@ -156,10 +157,10 @@ def history(runs: Sequence[Run], results: Sequence[Result], current: Grid
         for fingerprint in dict.fromkeys(r.fingerprint for r in rows if r.fingerprint):
             seen.setdefault(fingerprint, []).append(run.commit_sha)
         findings = {o: len({(r.fingerprint, r.op) for r in rows if r.outcome == o})
-                    for o in (Outcome.DIVERGES, Outcome.KNOWN)}
+                    for o in (StatusOutcome.DIVERGES, StatusOutcome.KNOWN)}
         views.append(RunView(run.commit_sha, run.branch, run.created_at, run.state, run.failure,
-                             findings[Outcome.DIVERGES], findings[Outcome.KNOWN],
-                             sum(1 for r in rows if r.outcome == Outcome.AGREES)))
+                             findings[StatusOutcome.DIVERGES], findings[StatusOutcome.KNOWN],
+                             sum(1 for r in rows if r.outcome == StatusOutcome.AGREES)))
     for finding in current.findings:
         commits = seen.get(finding.fingerprint) or []
         finding.last_seen = commits[0] if commits else None

@@ -14,7 +14,7 @@
 - ``trust.py``         ``/ok-to-test`` go-aheads
 - ``locks.py``         named leases (``bot/lease.py``: the upstream digest's)
 - ``shards.py``        checks split into shard jobs (``GroupEnd``: how each ended)
-- ``status.py``        the default branch's checks per commit and their results (``Outcome``)
+- ``status.py``        the default branch's checks per commit, their results (``StatusOutcome``)
 - ``baselines.py``     checks run on a pull request's merge base, cached
 """
 
@@ -23,7 +23,7 @@ from .baselines import BASELINES, BaselineReport
 from .commands import REPLIES, USES, CommandReply, CommandUse
 from .deliveries import DELIVERIES, Delivery
 from .engine import FairLock, database_url, make_engine, transaction
-from .installations import INSTALLATIONS, Installation, installation_gone
+from .installations import INSTALLATIONS, InstallationRow, installation_gone
 from .jobs import ACTIVE_STATES, JOBS, Job, JobState
 from .locks import LOCKS, SweepLock
 from .migrate import SchemaMismatch, current_revision, migrate
@@ -32,15 +32,15 @@ from .reminders import (
     PR_SETTINGS,
     SENT,
     SWEEPS,
-    Kind,
     Phase,
     PrReminderSettings,
     ReminderApiCalls,
+    ReminderKind,
     ReminderSent,
     ReminderSweep,
 )
 from .shards import SHARD_GROUPS, GroupEnd, ShardGroup
-from .status import STATUS_RESULTS, STATUS_RUNS, Outcome, RunState, StatusResult, StatusRun
+from .status import STATUS_RESULTS, STATUS_RUNS, RunState, StatusOutcome, StatusResult, StatusRun
 from .trust import OK_TO_TEST, OkToTest
 from .upsert import insert_ignore, upsert
 from .upstream import FILINGS, UPSTREAM, UpstreamFiling, UpstreamItem, UpstreamState
@@ -72,20 +72,20 @@ __all__ = [
     "Delivery",
     "FairLock",
     "GroupEnd",
-    "Installation",
+    "InstallationRow",
     "Job",
     "JobState",
-    "Kind",
     "OkToTest",
-    "Outcome",
     "Phase",
     "PrReminderSettings",
     "ReminderApiCalls",
+    "ReminderKind",
     "ReminderSent",
     "ReminderSweep",
     "RunState",
     "SchemaMismatch",
     "ShardGroup",
+    "StatusOutcome",
     "StatusResult",
     "StatusRun",
     "SweepLock",

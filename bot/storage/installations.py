@@ -12,7 +12,7 @@ from .base import Base, utcnow
 from .engine import transaction
 
 
-class Installation(Base):
+class InstallationRow(Base):
     """A GitHub App installation, kept up to date from ``installation*`` webhooks."""
 
     __tablename__ = "installations"
@@ -28,7 +28,7 @@ class Installation(Base):
     updated_at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
-INSTALLATIONS = cast(Table, Installation.__table__)
+INSTALLATIONS = cast(Table, InstallationRow.__table__)
 
 
 def installation_gone(engine: Engine, installation_id: int) -> str | None:

@@ -14,7 +14,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from .base import Base, BigId, utcnow
 
 
-class Kind(StrEnum):
+class ReminderKind(StrEnum):
     """Who a stale pull request waits on, and so what the reminder says
     (``reminders_sent.kind``)."""
 
@@ -45,7 +45,7 @@ class ReminderSent(Base):
     number: Mapped[int] = mapped_column(Integer)
     period: Mapped[str] = mapped_column(String(10))  # the local date of the period's slot
     sent_at: Mapped[datetime]
-    kind: Mapped[str] = mapped_column(String(32))  # a Kind
+    kind: Mapped[str] = mapped_column(String(32))  # a ReminderKind
     comment_id: Mapped[int] = mapped_column(BigInteger)
     count: Mapped[int] = mapped_column(Integer)
 

@@ -18,7 +18,7 @@ class RunState(StrEnum):
     FAILED = "failed"  # no report: ``failure`` says why
 
 
-class Outcome(StrEnum):
+class StatusOutcome(StrEnum):
     """What one op × dtype × kind came to on a commit (the grid's colours, with ``not covered``
     for an op × dtype no row names)."""
 
@@ -66,7 +66,7 @@ class StatusResult(Base):
     dtype: Mapped[str] = mapped_column(String(100), primary_key=True)
     kind: Mapped[str] = mapped_column(String(64), primary_key=True)
     fingerprint: Mapped[str] = mapped_column(String(64), primary_key=True)
-    outcome: Mapped[str] = mapped_column(String(16))  # an Outcome
+    outcome: Mapped[str] = mapped_column(String(16))  # an StatusOutcome
     count: Mapped[int] = mapped_column(Integer, default=0)
     detail: Mapped[dict[str, Any]]
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..runtime import replay
-from .lambdas import Call, unwrap
+from .lambdas import WrappedCall, unwrap
 
 OP_DB_MODULE = "torch.testing._internal.common_methods_invocations"
 ENTRY_ATTRS = ("name", "variant_test_name", "op", "method_variant", "aten_name",
@@ -58,7 +58,7 @@ class Entry:
     has_errors: bool
     has_reference: bool
     # How a test wrapper (a lambda) passes the sample to the API; None: as it comes
-    call: Call | None = None
+    call: WrappedCall | None = None
 
     @property
     def key(self) -> str:
@@ -142,8 +142,8 @@ def _names(dtypes: Any) -> tuple[str, ...]:
     return tuple(sorted(str(d).rsplit(".", 1)[-1] for d in dtypes))
 
 
-def _target(torch: Any, info: Any) -> tuple[str, bool] | tuple[str, bool, Call] | str:
-    """``(path, is_method)`` of the public API ``info.op`` is, with the :class:`Call` that
+def _target(torch: Any, info: Any) -> tuple[str, bool] | tuple[str, bool, WrappedCall] | str:
+    """``(path, is_method)`` of the public API ``info.op`` is, with the :class:`WrappedCall` that
     passes the sample on when ``info.op`` is a test wrapper; or why there is none."""
     fn = info.op
     if any(part.startswith("_") and not _dunder(part) for part in info.name.split(".")):

@@ -20,7 +20,7 @@ SEEDED = "wrapper_set_seed"  # OpInfo's wrapper for ops that draw from the rando
 
 
 @dataclass(frozen=True)
-class Call:
+class WrappedCall:
     """How a wrapper calls ``target``: the lambda's named parameters (the sample's input and
     first args) in ``positions`` order and as ``keywords``, then the rest of the sample's args
     (``rest``) and its kwargs (``extra``) where the lambda passes them on."""
@@ -47,8 +47,8 @@ class Call:
         return args, {**{key: named[i] for key, i in self.keywords}, **kwargs}
 
 
-def unwrap(fn: Any) -> Call | str:
-    """The :class:`Call` a lambda makes, or why it cannot be read as one."""
+def unwrap(fn: Any) -> WrappedCall | str:
+    """The :class:`WrappedCall` a lambda makes, or why it cannot be read as one."""
     node = _parse(fn)
     if node is None:
         return "whose source cannot be read"
@@ -61,7 +61,8 @@ def unwrap(fn: Any) -> Call | str:
     body = node.body
     if isinstance(body, ast.Attribute) and isinstance(body.value, ast.Name) \
             and params == [body.value.id] and vararg is None and kwarg is None:
-        return Call(f"torch.Tensor.{body.attr}", True, True, 1, (0,), (), False, False, False)
+        return WrappedCall(f"torch.Tensor.{body.attr}", True, True, 1, (0,), (), False, False,
+                           False)
     if not isinstance(body, ast.Call):
         return "whose body is not one call"
     func, args, random = body.func, list(body.args), False
@@ -78,7 +79,7 @@ def unwrap(fn: Any) -> Call | str:
 
 def _arguments(path: str, args: list[ast.expr], keywords: list[ast.keyword],
                params: list[str], vararg: str | None, kwarg: str | None,
-               random: bool) -> Call | str:
+               random: bool) -> WrappedCall | str:
     positions: list[int] = []
     rest = extra = False
     for index, arg in enumerate(args):
@@ -104,8 +105,8 @@ def _arguments(path: str, args: list[ast.expr], keywords: list[ast.keyword],
     method = path.startswith("torch.Tensor.")
     if method and not positions:
         return "that calls a method on no tensor"
-    return Call(path, method, False, len(params), tuple(positions), tuple(named), rest, extra,
-                random)
+    return WrappedCall(path, method, False, len(params), tuple(positions), tuple(named), rest,
+                       extra, random)
 
 
 def _dotted(node: ast.expr) -> str | None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .errors import not_found, validation_failed
 from .formats import parse_time
 from .handling import ApiBase
-from .model import Comment, Issue, Reaction
+from .model import Comment, CommentReaction, Issue
 from .routes import Call, Reply
 
 COMMENT_LIMIT = 65536
@@ -102,6 +102,6 @@ class IssuesApi(ApiBase):
         for reaction in comment.reactions:
             if reaction.user is user and reaction.content == content:
                 return Reply(200, self.v.reaction(reaction))
-        reaction = Reaction(self.s.next_id(), user, content, self.s.now())
+        reaction = CommentReaction(self.s.next_id(), user, content, self.s.now())
         comment.reactions.append(reaction)
         return Reply(201, self.v.reaction(reaction))

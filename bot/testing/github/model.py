@@ -95,7 +95,7 @@ class Pull:
 
 
 @dataclass
-class Reaction:
+class CommentReaction:
     """One reaction on an issue comment."""
 
     id: int
@@ -138,7 +138,7 @@ class Comment:
     updated_at: datetime
     author_association: str = "NONE"
     via_app: bool = False
-    reactions: list[Reaction] = field(default_factory=list)
+    reactions: list[CommentReaction] = field(default_factory=list)
 
 
 @dataclass

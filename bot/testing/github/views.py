@@ -9,11 +9,11 @@ from .formats import blob_sha, iso, node_id, wrap_base64
 from .model import (
     CheckRun,
     Comment,
+    CommentReaction,
     Commit,
     Installation,
     Issue,
     Json,
-    Reaction,
     Repo,
     Review,
     User,
@@ -222,12 +222,12 @@ class Views:
             "parent": None, "type": "organization", "organization_id": repo.owner.id,
         }
 
-    def reactions(self, url: str, found: list[Reaction]) -> Json:
+    def reactions(self, url: str, found: list[CommentReaction]) -> Json:
         """A reaction rollup."""
         counts = {content: sum(1 for r in found if r.content == content) for content in REACTIONS}
         return {"url": url, "total_count": len(found), **counts}
 
-    def reaction(self, reaction: Reaction) -> Json:
+    def reaction(self, reaction: CommentReaction) -> Json:
         """A reaction object."""
         return {
             "id": reaction.id, "node_id": node_id("REA_", reaction.id),
