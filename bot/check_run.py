@@ -21,7 +21,7 @@ from .worker import JobLost, JobSuperseded
 log = logging.getLogger(__name__)
 
 
-class RunState(StrEnum):
+class CheckRunState(StrEnum):
     NONE = "none"  # no check run yet: a job that ends here ends visibly without one
     OPEN = "open"  # in progress and this job's to end: every way out completes it
     COMPLETED = "completed"  # concluded: nothing this job does changes the conclusion again
@@ -39,7 +39,7 @@ class CheckRunLifecycle:
 
     head_sha: str
     run: Any = None  # PyGithub's CheckRun
-    state: RunState = RunState.NONE
+    state: CheckRunState = CheckRunState.NONE
 
     @classmethod
     def found(cls, repo: Repository, head_sha: str, key: str) -> CheckRunLifecycle:
@@ -48,13 +48,13 @@ class CheckRunLifecycle:
         run = find_check_run(repo, head_sha, key)
         if run is None:
             return cls(head_sha)
-        return cls(head_sha, run, RunState.COMPLETED if run.status == "completed"
-                   else RunState.OPEN)
+        return cls(head_sha, run, CheckRunState.COMPLETED if run.status == "completed"
+                   else CheckRunState.OPEN)
 
     @property
     def is_open(self) -> bool:
         """Whether this job still has to end the run (every way out of the job does)."""
-        return self.state is RunState.OPEN
+        return self.state is CheckRunState.OPEN
 
     def open(self, repo: Repository, key: str, details_url: str | None = None) -> Any:
         """Find the run again by its external id and set it in progress, or create it
@@ -70,9 +70,9 @@ class CheckRunLifecycle:
         return self.run
 
     def _opened(self, run: Any) -> None:
-        if self.state is not RunState.NONE:
+        if self.state is not CheckRunState.NONE:
             raise RuntimeError(f"the check run of {self.head_sha[:12]} is {self.state} already")
-        self.run, self.state = run, RunState.OPEN
+        self.run, self.state = run, CheckRunState.OPEN
 
     def complete(self, output: CheckOutput) -> bool:
         """Conclude the open run with ``output``; False (and nothing written) when it is not
@@ -80,7 +80,7 @@ class CheckRunLifecycle:
         if not self.is_open:
             return False
         complete_run(self.run, output)
-        self.state = RunState.COMPLETED
+        self.state = CheckRunState.COMPLETED
         return True
 
     def fail_if_open(self, reason: str, conclusion: Conclusion = Conclusion.FAILURE) -> bool:
@@ -88,14 +88,14 @@ class CheckRunLifecycle:
         for a superseded check); best effort: a write that fails is logged."""
         if not self.is_open:
             return False
-        self.state = RunState.COMPLETED  # tried once: a second failure does not try again
+        self.state = CheckRunState.COMPLETED  # tried once: a second failure does not try again
         finish_run(self.run, self.head_sha, reason, conclusion)
         return True
 
     def hand_over(self) -> None:
         """Another job ends the run from here on; this one writes to it no more."""
-        if self.state is not RunState.COMPLETED:
-            self.state = RunState.HANDED_OVER
+        if self.state is not CheckRunState.COMPLETED:
+            self.state = CheckRunState.HANDED_OVER
 
 
 def will_retry(error: BaseException) -> bool:

@@ -9,7 +9,7 @@ import pytest
 
 from bot.check_run import (
     CheckRunLifecycle,
-    RunState,
+    CheckRunState,
     ended_on_failure,
     external_id,
     will_retry,
@@ -46,16 +46,16 @@ PASSED = CheckOutput(Conclusion.SUCCESS, "all aligned", "summary", "text", [])
 
 def test_a_new_lifecycle_has_no_run_and_writes_nothing(github_server: GitHubServer) -> None:
     lifecycle = CheckRunLifecycle(HEAD)
-    assert lifecycle.state is RunState.NONE and not lifecycle.is_open
+    assert lifecycle.state is CheckRunState.NONE and not lifecycle.is_open
     assert not lifecycle.complete(PASSED) and not lifecycle.fail_if_open("boom")
-    assert lifecycle.state is RunState.NONE and github_server.exchanges == []
+    assert lifecycle.state is CheckRunState.NONE and github_server.exchanges == []
 
 
 def test_open_creates_the_run_in_progress_and_a_second_job_finds_it_again(
         repo: Any, github_server: GitHubServer) -> None:
     first = CheckRunLifecycle(HEAD)
     run = first.open(repo, KEY, "https://alignbot.example/status")
-    assert first.is_open and first.state is RunState.OPEN
+    assert first.is_open and first.state is CheckRunState.OPEN
     found = stored(github_server)
     assert (found.status, found.external_id) == ("in_progress", external_id(KEY, HEAD))
     assert found.details_url == "https://alignbot.example/status"
@@ -77,7 +77,7 @@ def test_completing_twice_writes_once(repo: Any, github_server: GitHubServer) ->
     lifecycle = CheckRunLifecycle(HEAD)
     lifecycle.open(repo, KEY)
     assert lifecycle.complete(PASSED)
-    assert lifecycle.state is RunState.COMPLETED and not lifecycle.is_open
+    assert lifecycle.state is CheckRunState.COMPLETED and not lifecycle.is_open
     written = patches(github_server)
     failed = CheckOutput(Conclusion.FAILURE, "a second opinion", "summary", "text", [])
     assert not lifecycle.complete(failed)
@@ -102,7 +102,7 @@ def test_failing_an_open_run_completes_it_with_the_reason_once(
     lifecycle = CheckRunLifecycle(HEAD)
     lifecycle.open(repo, KEY)
     assert lifecycle.fail_if_open("superseded by 0123456789ab", Conclusion.CANCELLED)
-    assert lifecycle.state is RunState.COMPLETED
+    assert lifecycle.state is CheckRunState.COMPLETED
     assert not lifecycle.fail_if_open("a later failure")
     run = stored(github_server)
     assert run.conclusion == "cancelled" and run.output["title"] == "superseded by 0123456789ab"
@@ -113,7 +113,7 @@ def test_a_handed_over_run_is_left_to_the_job_that_ends_it(
     lifecycle = CheckRunLifecycle(HEAD)
     lifecycle.open(repo, KEY)
     lifecycle.hand_over()
-    assert lifecycle.state is RunState.HANDED_OVER and not lifecycle.is_open
+    assert lifecycle.state is CheckRunState.HANDED_OVER and not lifecycle.is_open
     assert not lifecycle.complete(PASSED) and not lifecycle.fail_if_open("boom")
     assert stored(github_server).status == "in_progress"
     shard = CheckRunLifecycle(HEAD)  # the shard that ends it takes it over, not reopened
@@ -124,12 +124,12 @@ def test_a_handed_over_run_is_left_to_the_job_that_ends_it(
 
 
 def test_found_reads_the_state_github_has(repo: Any) -> None:
-    assert CheckRunLifecycle.found(repo, HEAD, KEY).state is RunState.NONE
+    assert CheckRunLifecycle.found(repo, HEAD, KEY).state is CheckRunState.NONE
     CheckRunLifecycle(HEAD).open(repo, KEY)
     assert CheckRunLifecycle.found(repo, HEAD, KEY).is_open
     assert CheckRunLifecycle.found(repo, HEAD, KEY).fail_if_open("gave up")
     found = CheckRunLifecycle.found(repo, HEAD, KEY)
-    assert found.state is RunState.COMPLETED and not found.fail_if_open("gave up again")
+    assert found.state is CheckRunState.COMPLETED and not found.fail_if_open("gave up again")
 
 
 @pytest.mark.parametrize(("error", "conclusion"), [
