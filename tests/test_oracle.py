@@ -16,9 +16,9 @@ from checks.engine import trace_program
 from checks.findings import Kind
 from checks.oracle import (
     NUMPY_OPS,
-    Budget,
-    BudgetSpent,
     Oracle,
+    ShrinkBudget,
+    ShrinkBudgetSpent,
     finite_differences,
     numpy_observations,
     stats,
@@ -43,24 +43,24 @@ def softplus_spec(torch: Any) -> Any:
 
 
 def test_a_budget_counts_its_calls_and_refuses_the_one_past_them() -> None:
-    budget = Budget(max_calls=2, max_seconds=60)
+    budget = ShrinkBudget(max_calls=2, max_seconds=60)
     budget.spend()
     budget.spend()
     assert budget.calls == 2
-    with pytest.raises(BudgetSpent):
+    with pytest.raises(ShrinkBudgetSpent):
         budget.spend()
     assert budget.calls == 2  # a refused call is not counted
 
 
 def test_a_budget_refuses_once_its_seconds_are_spent() -> None:
-    budget = Budget(max_calls=100, max_seconds=0.0)
-    with pytest.raises(BudgetSpent):
+    budget = ShrinkBudget(max_calls=100, max_seconds=0.0)
+    with pytest.raises(ShrinkBudgetSpent):
         budget.spend()
     assert budget.calls == 0
 
 
 def test_stats_report_calls_and_seconds_rounded() -> None:
-    budget = Budget(started=0.0)
+    budget = ShrinkBudget(started=0.0)
     budget.calls = 4
     report = stats(budget)
     assert report["calls"] == 4
@@ -77,7 +77,7 @@ def softplus_candidate() -> Iterator[CandidateProcess]:
 def test_the_oracle_finds_the_bug_again_and_counts_each_question(
         softplus_candidate: CandidateProcess) -> None:
     spec, program, ref = traced(softplus_spec)
-    budget = Budget(max_calls=3, max_seconds=60)
+    budget = ShrinkBudget(max_calls=3, max_seconds=60)
     oracle = Oracle(spec, softplus_candidate, budget)
     found = oracle.traced(program, ref)
     assert [(f.kind, f.op) for f in found] == [(Kind.VALUE, "torch.nn.functional.softplus")]
@@ -88,7 +88,7 @@ def test_the_oracle_finds_the_bug_again_and_counts_each_question(
 
 def test_a_program_without_the_bug_is_not_the_same(softplus_candidate: CandidateProcess) -> None:
     spec, program, ref = traced(softplus_spec)
-    oracle = Oracle(spec, softplus_candidate, Budget(max_calls=10, max_seconds=60))
+    oracle = Oracle(spec, softplus_candidate, ShrinkBudget(max_calls=10, max_seconds=60))
     target = oracle.traced(program, ref)[0]
     _, other, _ = traced(lambda torch: torch.exp(random_tensor(shape=[3], dtype="float32")))
     assert oracle.program(other) == []
@@ -98,8 +98,8 @@ def test_a_program_without_the_bug_is_not_the_same(softplus_candidate: Candidate
 def test_a_spent_budget_stops_the_oracle_before_the_candidate_runs(
         softplus_candidate: CandidateProcess) -> None:
     spec, program, _ = traced(softplus_spec)
-    oracle = Oracle(spec, softplus_candidate, Budget(max_calls=0, max_seconds=60))
-    with pytest.raises(BudgetSpent):
+    oracle = Oracle(spec, softplus_candidate, ShrinkBudget(max_calls=0, max_seconds=60))
+    with pytest.raises(ShrinkBudgetSpent):
         oracle.program(program)
 
 

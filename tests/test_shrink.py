@@ -14,7 +14,7 @@ from checks import CandidateConfig, CandidateProcess, random_tensor
 from checks.dsl import DrawContext
 from checks.engine import trace_program
 from checks.findings import Finding, Kind
-from checks.oracle import Budget, Oracle
+from checks.oracle import Oracle, ShrinkBudget
 from checks.shrink import Shrinker
 from checks.spec import Spec
 
@@ -39,7 +39,7 @@ def drawn(candidate: CandidateProcess, choices: list[int]) -> list[Finding]:
     """The findings of one draw: ``choices`` are the program's seed, the two sizes and the
     seed of the values."""
     program, ref = trace_program(SPEC, DrawContext(choices=choices))
-    return Oracle(SPEC, candidate, Budget()).traced(program, ref)
+    return Oracle(SPEC, candidate, ShrinkBudget()).traced(program, ref)
 
 
 def elements(finding: Finding) -> int:
@@ -51,7 +51,7 @@ def test_a_5_by_5_draw_shrinks_to_the_fewest_elements_that_show_the_same_bug(
     (target,) = drawn(candidate, [0, 5, 5, 123456])
     assert target.kind is Kind.VALUE and elements(target) == 25
     target.count, target.examples = 7, ["first", "second"]
-    budget = Budget(max_calls=300, max_seconds=60)
+    budget = ShrinkBudget(max_calls=300, max_seconds=60)
     best = Shrinker(Oracle(SPEC, candidate, budget), target).run()
     # 5 elements is the least that is wrong; 1 or 2 raise, which is another bug
     assert 5 <= elements(best) <= 6
@@ -63,7 +63,7 @@ def test_a_5_by_5_draw_shrinks_to_the_fewest_elements_that_show_the_same_bug(
 
 def test_the_shrinker_stops_at_its_budget(candidate: CandidateProcess) -> None:
     (target,) = drawn(candidate, [0, 5, 5, 123456])
-    budget = Budget(max_calls=4, max_seconds=60)
+    budget = ShrinkBudget(max_calls=4, max_seconds=60)
     best = Shrinker(Oracle(SPEC, candidate, budget), target).run()
     assert budget.calls == 4
     assert best.fingerprint == target.fingerprint  # whatever it got to shows the bug
@@ -73,6 +73,6 @@ def test_choices_that_no_longer_show_the_bug_leave_the_finding_as_it_was(
         candidate: CandidateProcess) -> None:
     (target,) = drawn(candidate, [0, 5, 5, 123456])
     target.program = trace_program(SPEC, DrawContext(choices=[0, 1, 3, 5]))[0]  # 3: right
-    budget = Budget(max_calls=300, max_seconds=60)
+    budget = ShrinkBudget(max_calls=300, max_seconds=60)
     best = Shrinker(Oracle(SPEC, candidate, budget), target).run()
     assert best is target and budget.calls == 1

@@ -13,7 +13,7 @@ from checks import CandidateConfig, CandidateProcess, random_tensor
 from checks.dsl import DrawContext
 from checks.engine import trace_program
 from checks.findings import Finding
-from checks.oracle import Budget, Oracle
+from checks.oracle import Oracle, ShrinkBudget
 from checks.program import InputNode, Program
 from checks.runtime.values import decode_array, make_array
 from checks.simplify import Simplifier
@@ -61,10 +61,10 @@ def candidate() -> Iterator[CandidateProcess]:
 
 
 def simplified(candidate: CandidateProcess, fn: Any, calls: int = 100
-               ) -> tuple[Program, Program, Finding, Budget]:
+               ) -> tuple[Program, Program, Finding, ShrinkBudget]:
     """The drawn program, the simplified one, its finding and the budget spent on it."""
     spec_program, _ = trace_program(_spec(fn), DrawContext(choices=[]))
-    budget = Budget(max_calls=calls, max_seconds=60)
+    budget = ShrinkBudget(max_calls=calls, max_seconds=60)
     oracle = Oracle(_spec(fn), candidate, budget)
     (finding,) = oracle.program(spec_program)
     budget.calls = 0
