@@ -15,6 +15,7 @@ from .program import (
     Program,
     as_json,
     call_args,
+    is_call,
     is_op_call,
     is_step,
     target_of,
@@ -189,7 +190,7 @@ def judge_all(program: Program, ref: Observations, cand: Observations, spec: str
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
         if mismatch is not None:
             return [finding(key, mismatch, node["id"], target_of(node))]
-        if program.get("backward") and detached(ref[key], cand.get(key)):
+        if backpropagates(program) and detached(ref[key], cand.get(key)):
             return [_detached(program, ref, cand, key, node, spec)]
     for key in (k for k in ref if k.startswith("final:")):
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
@@ -229,6 +230,17 @@ def judge_gradients(program: Program, ref: Observations, cand: Observations, spe
         found.append(_finder(program, ref, cand, spec)(blame.key, bad[blame.key],
                                                        blame.node["id"], op, note))
     return found
+
+
+# the calls that run a backward inside the program (a training step's ``loss.backward()``)
+BACKWARD_CALLS = frozenset({"torch.Tensor.backward", "torch.autograd.backward",
+                            "torch.autograd.grad"})
+
+
+def backpropagates(program: Program) -> bool:
+    """Whether the program runs a backward: its backward plan, or a call of one."""
+    return bool(program.get("backward")) or any(
+        is_call(node) and node["target"] in BACKWARD_CALLS for node in program["nodes"])
 
 
 def detached(ref: dict[str, Any], cand: dict[str, Any] | None) -> bool:

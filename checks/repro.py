@@ -5,9 +5,12 @@ prelude and nothing of alignbot. Its last output line is machine-readable::
 
     alignbot-repro: {"status": "mismatch", "kind": "value-mismatch", "op": "torch.topk"}
 
-A repro counts as verified only when, run in a fresh interpreter in an empty folder with the
-candidate's import path, it fails in the way the finding says (same kind, same op, exit 1)
-and its control run (``--control``: the reference on both sides) agrees with exit 0.
+A repro counts as verified only when, run in an empty folder with the candidate's import
+path, it fails in the way the finding says (same kind, same op, exit 1) and its control run
+(``--control``: the reference on both sides) agrees with exit 0. The candidate always runs in
+a fresh interpreter: the script's own one when the prelude runs there, else the one the script
+starts with ``--python``; a process that runs PyTorch alone (the control, and the reference
+side of a two-process script) is a fork of a warm interpreter (:mod:`checks.warm`).
 """
 
 from __future__ import annotations
@@ -375,18 +378,27 @@ def status_line(output: str) -> dict[str, Any] | None:
 
 
 def verify(script: str, finding: Finding, config: CandidateConfig, timeout: float) -> Repro:
-    """Run the repro as a user would (fresh interpreter, empty folder, the candidate's
-    interpreter and import path): verified when it fails with the finding's kind at the
-    finding's op, and its control run agrees."""
-    args = ["--python", config.python] if "--candidate-side" in script else []
+    """Run the repro as a user would (empty folder, the candidate's interpreter and import
+    path, the candidate in a fresh interpreter): verified when it fails with the finding's
+    kind at the finding's op, and its control run agrees."""
+    two_process = "--candidate-side" in script
+    args = ["--python", config.python] if two_process else []
     env = candidate_env(config)
-    with ThreadPoolExecutor(1) as pool:
-        # The control run needs the reference alone: a warm fork, while the candidate's
-        # run, the one a user sees, gets its fresh interpreter.
-        control_run = pool.submit(run_script, script, timeout=timeout,
-                                  args=[*args, "--control"], env=env, warm=True)
-        code, output = run_script(script, timeout=timeout, args=args, env=env)
-        control_code, control = control_run.result()
+    if two_process:
+        # The script's own process runs the reference alone, as the control does: both
+        # start from a warm fork; the candidate's interpreter, which the script starts
+        # itself, is always fresh.
+        control_code, control = run_script(script, timeout=timeout, args=[*args, "--control"],
+                                           env=env, warm=True)
+        code, output = run_script(script, timeout=timeout, args=args, env=env, warm=True)
+    else:
+        with ThreadPoolExecutor(1) as pool:
+            # The control run needs the reference alone: a warm fork, while the
+            # candidate's run, the one a user sees, gets its fresh interpreter.
+            control_run = pool.submit(run_script, script, timeout=timeout,
+                                      args=[*args, "--control"], env=env, warm=True)
+            code, output = run_script(script, timeout=timeout, args=args, env=env)
+            control_code, control = control_run.result()
     status = status_line(output)
     expected = {"status": "mismatch", "kind": finding.kind.value, "op": finding.op}
     if status is None:

@@ -319,6 +319,23 @@ def test_a_result_that_lost_its_backward_node_is_named_at_its_call(
     assert "has no grad_fn" in finding.message and node_class in finding.message
 
 
+@pytest.mark.slow
+def test_a_cut_graph_met_by_the_programs_own_backward_is_named_at_its_call() -> None:
+    """A training step has no backward plan: its ``loss.backward()`` raises on the candidate
+    because ``nn.Linear`` cut the graph, and the finding names ``nn.Linear``, not
+    ``Tensor.backward``. Alone: in ``forms_run`` it is the same bug as ``linear_then_relu``'s
+    and merges with it."""
+    prelude = (FIXTURES / "bug_forms_prelude.py").read_text()
+    specs = [s for s in load_file(FIXTURES / "bug_forms_specs.py")
+             if s.name.endswith(".linear_in_a_training_step")]
+    with CandidateProcess(CandidateConfig("forms", prelude)) as candidate:
+        run = check(specs, candidate, seed=0)
+    (finding,) = run.findings
+    assert (finding.kind, finding.op, finding.signature) == (
+        Kind.CANDIDATE_ERROR, "torch.nn.Linear", "out detached")
+    assert "has no grad_fn" in finding.message and "AddmmBackward0" in finding.message
+
+
 def test_a_gradient_that_never_arrives_is_named_at_the_call_that_dropped_it(
         forms_run: CheckResult) -> None:
     (finding,) = _found(forms_run, "mul_of_two_leaves")

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from checks import repro as repros
+from checks.candidate import CandidateConfig
 from checks.cli import main
 from checks.findings import Finding, Kind
 from checks.presets import OWN_INTERPRETER, PRESETS
@@ -345,3 +346,35 @@ def test_long_lines_fold_inside_brackets_and_never_inside_strings_or_comments() 
     assert ast.dump(ast.parse("\n".join(pieces))) == ast.dump(ast.parse(line))
     assert repros.fold("f('a, b, c, d, e, f', 1)", 12) == ["f('a, b, c, d, e, f',", "    1)"]
     assert repros.fold("short(1, 2)", 40) == ["short(1, 2)"]
+
+
+# A script of the two-process form (it starts itself with --candidate-side) that says which of
+# its processes had torch imported before its first line: a warm fork has, a fresh one has not.
+FRESHNESS = '''import json, subprocess, sys
+warm = "torch" in sys.modules
+if "--candidate-side" in sys.argv:
+    print(json.dumps({"candidate_warm": warm}))
+    sys.exit(0)
+if "--control" in sys.argv:
+    print('alignbot-repro: {"status": "agree", "kind": null, "op": "torch.cos"}')
+    sys.exit(0)
+side = subprocess.run([sys.argv[sys.argv.index("--python") + 1], __file__, "--candidate-side"],
+                      capture_output=True, text=True, check=True).stdout
+print("reference warm:", warm, "candidate warm:", json.loads(side)["candidate_warm"])
+print('alignbot-repro: {"status": "mismatch", "kind": "value-mismatch", "op": "torch.cos"}')
+sys.exit(1)
+'''
+
+
+@pytest.mark.parametrize("fresh_oracles", ["", "1"])
+def test_a_two_process_repro_runs_the_candidate_in_a_fresh_interpreter(
+        fresh_oracles: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The script's own process runs PyTorch alone, as the control does: a warm fork, unless
+    # ALIGNBOT_FRESH_ORACLES asks for fresh ones; the candidate's side is always fresh.
+    monkeypatch.setenv("ALIGNBOT_FRESH_ORACLES", fresh_oracles)
+    finding = Finding(Kind.VALUE, "torch.cos", "spec", "differs", {"nodes": []})
+    config = CandidateConfig("two", "import torch", python=sys.executable)
+    checked = repros.verify(FRESHNESS, finding, config, timeout=120)
+    assert checked.verified, checked.note
+    warm = "True" if not fresh_oracles else "False"
+    assert f"reference warm: {warm} candidate warm: False" in checked.output
