@@ -69,6 +69,7 @@ def _environment(untrusted: bool, folder: Path) -> jinja2.Environment:
     env.filters["inline"] = markdown.inline
     env.filters["code"] = markdown.code
     env.filters["block"] = markdown.block
+    env.filters["folded"] = markdown.folded
     env.filters["cell"] = markdown.cell
     env.filters["marker"] = markdown.marker
     env.filters["link"] = markdown.link

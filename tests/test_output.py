@@ -53,7 +53,7 @@ from bot.output import (
 )
 from bot.queue import JobState, SqlJobQueue
 from bot.testing.github import GitHubServer
-from checks.markdown import ZWSP, Trusted, link, marker
+from checks.markdown import ZWSP, Trusted, folded, link, marker
 from checks.report import ENGINE_TEMPLATES, environment, templates_dir
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -506,7 +506,7 @@ def test_the_check_run_and_comment_show_the_candidates_packages() -> None:
 def test_comment_keeps_untrusted_text_inert() -> None:
     ctx = hostile_context()
     body = comment_body(ctx)
-    messages = [f.message for f in ctx.report.findings] if ctx.report else []
+    messages = [folded(f.message) for f in ctx.report.findings] if ctx.report else []
     problems = markdown_problems(body, [HOSTILE_REPRO, *messages])
     assert problems == [], "the comment breaks on untrusted text:\n" + "\n".join(problems)
     assert f"@{ZWSP}octocat" in body  # defused, not dropped
@@ -760,3 +760,34 @@ def test_markers_and_links_are_checked() -> None:
     assert link("https://github.com/o/r/issues/1") == "https://github.com/o/r/issues/1"
     for bad in ("javascript:alert(1)", "https://x.example/a)(b", "https://x y", "http://x"):
         assert link(bad) == "#"
+
+
+# -- what a maintainer reads -----------------------------------------------------------------
+
+
+LONG_MESSAGE = ("result v3: Mismatched elements: 4 / 50 (8.0%); greatest absolute difference: "
+                "1.07288e-05 at index (0, 0, 2, 1) (up to 1e-05 allowed); greatest relative "
+                "difference: 0.00026587 at index (0, 0, 2, 2) (up to 1.3e-06 allowed)")
+
+
+def test_a_long_message_is_folded_in_its_block_not_behind_a_scroll_bar() -> None:
+    ctx = context([finding(0, message=LONG_MESSAGE)])
+    for body in (comment_body(ctx), check_output(ctx).text or ""):
+        (block,) = [b for b in fenced_blocks(body) if "Mismatched" in b.content]
+        assert max(len(line) for line in block.content.splitlines()) <= 100
+        assert " ".join(block.content.split()) == LONG_MESSAGE
+
+
+def test_one_cause_gets_its_section_without_a_table_above_it() -> None:
+    one, two = comment_body(context([finding(0)])), comment_body(context([
+        finding(0), finding(1, kind="value-mismatch", op="torch.cos")]))
+    assert "| | cause | findings | verdicts |" not in one and "## 1. " in one
+    assert "| | cause | findings | verdicts |" in two
+
+
+def test_every_table_of_the_check_run_has_a_header() -> None:
+    summary = check_output(context([finding(0)])).summary
+    headers = [line for i, line in enumerate(summary.splitlines()[:-1])
+               if summary.splitlines()[i + 1].startswith("| ---")]
+    assert len(headers) == 2  # the summary, the causes
+    assert all(any(cell.strip() for cell in line.strip("|").split("|")) for line in headers)
