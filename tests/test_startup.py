@@ -237,3 +237,11 @@ def test_serve_with_a_key_that_cannot_sign_exits_with_one_line(
     # it said where its database would be, and made none
     assert f"database: SQLite file {tmp_path / 'alignbot.db'}" in proc.stderr
     assert not (tmp_path / "alignbot.db").exists()
+
+
+def test_serve_starts_when_github_cannot_be_reached(make_service: Any) -> None:
+    # an outage at GitHub must not keep the service down: one warning line, then /healthz
+    service = make_service(ALIGNBOT_GITHUB_API_URL=f"http://127.0.0.1:{free_port()}")
+    warned = [line for line in service.log_text().splitlines() if "bot.startup" in line]
+    assert len(warned) == 1 and "WARNING" in warned[0], warned
+    assert "could not be reached to check the App id and key" in warned[0]
