@@ -7,6 +7,7 @@ health check) says healthy while the file is younger than ``STALE_AFTER`` second
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import time
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from .periodic import Periodic
 from .settings import env_name
+from .startup import StartupError
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +32,7 @@ class HealthFile:
     def __init__(self, path: Path, well: Callable[[], bool],
                  interval: float = INTERVAL) -> None:
         self.path, self.well = path, well
-        self._timer = Periodic("health-file", self.beat, interval)
+        self._timer = Periodic("health-file", self.beat, interval, first_delay=interval)
 
     def beat(self) -> bool:
         """Rewrite the file if the worker is well; whether it was."""
@@ -44,12 +46,20 @@ class HealthFile:
         return True
 
     def start(self) -> None:
-        self.path.unlink(missing_ok=True)
+        """Rewrite the file now, then every ``interval`` seconds; a path that cannot be
+        written is a ``StartupError``, not a traceback every ``interval``."""
+        try:
+            self.path.unlink(missing_ok=True)
+            self.beat()
+        except OSError as error:
+            raise StartupError(f"{VARIABLE}={self.path} cannot be written: "
+                               f"{error.strerror or error}") from None
         self._timer.start()
 
     def stop(self) -> None:
         self._timer.stop(timeout=10)
-        self.path.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # stopping after a start that could not write it
+            self.path.unlink(missing_ok=True)
 
 
 def check(path: Path, *, stale_after: float = STALE_AFTER,

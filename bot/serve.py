@@ -278,11 +278,11 @@ def work(settings: Settings, stop: threading.Event | None = None) -> None:
         health = HealthFile(settings.health_file, lambda: worker.alive() and _answers(engine))
     worker.start()
     timer.start()
-    if health is not None:
-        health.start()
-    log.info("worker %s started: %d thread(s), job lease %g s", worker.name,
-             worker.concurrency, settings.job_lease_seconds)
     try:
+        if health is not None:
+            health.start()
+        log.info("worker %s started: %d thread(s), job lease %g s", worker.name,
+                 worker.concurrency, settings.job_lease_seconds)
         stop.wait()
     finally:
         if health is not None:

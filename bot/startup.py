@@ -53,8 +53,8 @@ def check_key(settings: Settings) -> str:
                            "as GitHub gave it (.pem)") from None
 
 
-def check_app(settings: Settings, token: str, *, timeout: float = GITHUB_TIMEOUT_SECONDS,
-              ) -> None:
+def check_app(settings: Settings, token: str, *,
+              timeout: float = GITHUB_TIMEOUT_SECONDS) -> None:
     """Ask GitHub who the App is (``GET /app`` with the JWT). A refusal (401) or another
     App's id is a ``StartupError``; GitHub unreachable or failing is a warning line only, so
     that an outage at GitHub never keeps the service down."""

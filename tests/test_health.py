@@ -15,6 +15,7 @@ import pytest
 from bot.cli import main
 from bot.demo import wait_for
 from bot.health import HealthFile, check, check_command
+from bot.startup import StartupError
 
 
 def test_a_fresh_file_is_healthy_a_stale_or_missing_one_is_not(tmp_path: Path) -> None:
@@ -37,9 +38,17 @@ def test_the_file_is_rewritten_only_while_the_worker_is_well(tmp_path: Path) -> 
     assert not health.beat() and os.stat(path).st_mtime == 1
     well[0] = True
     health.start()  # removes what an earlier process left, then rewrites it at once
-    wait_for(lambda: path.exists() and os.stat(path).st_mtime > 1, 10, "the first beat")
+    assert os.stat(path).st_mtime > 1
     health.stop()
     assert not path.exists()
+
+
+def test_a_health_file_that_cannot_be_written_stops_the_start(tmp_path: Path) -> None:
+    (tmp_path / "a-file").write_text("")
+    path = tmp_path / "a-file" / "worker.health"
+    with pytest.raises(StartupError) as caught:
+        HealthFile(path, lambda: True).start()
+    assert str(caught.value).startswith(f"ALIGNBOT_HEALTH_FILE={path} cannot be written: ")
 
 
 def test_check_health_is_one_line_and_its_exit_status(

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import threading
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -203,8 +202,8 @@ def test_github_away_at_start_is_a_warning_only(outage: str, github_server: Any,
 
 
 @pytest.fixture()
-def start_env(github_server: Any) -> Iterator[dict[str, str]]:
-    yield {"ALIGNBOT_APP_ID": str(github_server.app_id),
+def start_env(github_server: Any) -> dict[str, str]:
+    return {"ALIGNBOT_APP_ID": str(github_server.app_id),
            "ALIGNBOT_PRIVATE_KEY": github_server.private_key_pem,
            "ALIGNBOT_WEBHOOK_SECRETS": "s", "ALIGNBOT_GITHUB_API_URL": github_server.url,
            "ALIGNBOT_PORT": str(free_port())}
