@@ -67,6 +67,7 @@ def test_check_health_is_one_line_and_its_exit_status(
     assert capsys.readouterr().out == f"healthy: {path} is fresh\n"
 
 
+@pytest.mark.slow
 def test_a_running_worker_is_healthy_and_a_stopped_one_is_not(
         postgres_url: str, github_server: Any, tmp_path: Path) -> None:
     path = tmp_path / "worker.health"
