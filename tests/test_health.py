@@ -14,8 +14,18 @@ import pytest
 
 from bot.cli import main
 from bot.demo import wait_for
-from bot.health import HealthFile, check, check_command
+from bot.health import VARIABLE, HealthFile, check, check_command
+from bot.settings import Settings, env_name
 from bot.startup import StartupError
+
+
+def test_the_variable_is_the_settings_and_the_check_imports_no_more() -> None:
+    assert env_name("health_file") == VARIABLE and "health_file" in Settings.model_fields
+    probe = subprocess.run([sys.executable, "-c", "import sys, bot.health; print(sorted("
+                            "m for m in ('bot.settings', 'bot.startup', 'pydantic', 'github', "
+                            "'sqlalchemy') if m in sys.modules))"],
+                           capture_output=True, text=True, check=True, timeout=60)
+    assert probe.stdout.strip() == "[]"
 
 
 def test_a_fresh_file_is_healthy_a_stale_or_missing_one_is_not(tmp_path: Path) -> None:
