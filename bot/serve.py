@@ -37,7 +37,7 @@ from .queue import SqlJobQueue
 from .sandbox import Containment, SandboxLimits, remove_stale, run_check
 from .settings import Settings
 from .shard_groups import ShardGroups
-from .startup import check_app, check_key, database_location, wait_for_database
+from .startup import check_app, check_key, database_location, first_line, wait_for_database
 from .storage import migrate
 from .webhooks import WebhookRouter
 from .worker import Worker, retry_policy
@@ -298,6 +298,6 @@ def _answers(engine: Engine) -> bool:
         with engine.connect() as connection:
             connection.execute(text("SELECT 1"))
     except Exception as error:
-        log.warning("the database does not answer: %s", error)
+        log.warning("the database does not answer: %s", first_line(error))
         return False
     return True

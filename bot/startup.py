@@ -126,7 +126,7 @@ def wait_for_database(settings: Settings, *, retry_every: float = DATABASE_RETRY
                 connection.execute(text("SELECT 1"))
             return engine
         except (OperationalError, InterfaceError) as error:
-            reason = _first_line(error)
+            reason = first_line(error)
             left = deadline - time.monotonic()
             if engine.url.get_backend_name() == "sqlite" or left <= 0:
                 engine.dispose()
@@ -140,7 +140,8 @@ def wait_for_database(settings: Settings, *, retry_every: float = DATABASE_RETRY
             sleep(pause)
 
 
-def _first_line(error: Exception) -> str:
+def first_line(error: Exception) -> str:
+    """The first line of a database error (a driver's message runs on over several)."""
     cause = getattr(error, "orig", None) or error
     lines = str(cause).strip().splitlines()
     return lines[0].strip() if lines else type(cause).__name__
