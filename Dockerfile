@@ -4,8 +4,12 @@
 #
 #   docker build -t alignbot .
 #   docker run -p 8080:8080 --cap-add SYS_ADMIN --security-opt seccomp=unconfined \
-#     -e ALIGNBOT_APP_ID=… -e ALIGNBOT_PRIVATE_KEY_FILE=/run/secrets/app.pem \
-#     -e ALIGNBOT_WEBHOOK_SECRETS=… -v alignbot-data:/data alignbot
+#     -v "$PWD/app.pem:/run/secrets/app.pem:ro" -e ALIGNBOT_PRIVATE_KEY_FILE=/run/secrets/app.pem \
+#     -e ALIGNBOT_APP_ID=… -e ALIGNBOT_WEBHOOK_SECRETS=… -v alignbot-data:/data alignbot
+#
+# app.pem is the App's private key as GitHub gave it, mounted read-only; the service refuses
+# to start, in one line, if it cannot sign with it or GitHub does not take it
+# (docs/operations.md, "Settings" and "Starting").
 #
 # The service runs as root so that the sandbox can give each pull request's code its own uid
 # and fresh namespaces made by bubblewrap (network, mount, pid, IPC: a file system of the
@@ -26,7 +30,7 @@ COPY checks /src/checks
 COPY bot /src/bot
 COPY templates /src/templates
 COPY examples /src/examples
-RUN pip install --no-cache-dir '/src[app,postgres]' \
+RUN pip install --no-cache-dir '/src[app]' \
  && rm -rf /src \
  && cd / && python -c "import bot.serve, checks.report as r; \
 r.environment().get_template('pr_comment.md.j2'); r.environment().get_template('repro.py.j2')"

@@ -4,6 +4,10 @@ Module map (one concern each; none of the feature modules knows about HTTP, and 
 alignment, trust, commands, reminders, status — imports another: ``tests/test_layers.py``):
 
 - ``settings.py``   environment settings (pydantic-settings), one clear error per bad value
+- ``settings_doc.py`` docs/operations.md's settings table, rendered from the settings model
+- ``startup.py``    what ``serve`` and ``worker`` check as they start: the key signs, GitHub
+                    takes it, the database answers (waited for); each problem one line
+- ``health.py``     a worker's health file and ``alignbot worker --check-health``
 - ``storage/``      the database: every table (one module per concern), engines,
                     the upsert helper, and Alembic migrations run at start-up
 - ``queue.py``      the durable job queue behind a small interface (SQL now, Celery later)

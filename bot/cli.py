@@ -21,6 +21,17 @@ if TYPE_CHECKING:  # the App's modules load only when one of its commands runs
 from checks.api import UsageError, add_commands, new_parser, run
 
 INSTALL_HINT = "pip install 'alignbot[app]'"
+# What `serve --help` and `worker --help` list; every one is a setting (tests/test_bot_cli.py).
+START_SETTINGS = ("ALIGNBOT_APP_ID", "ALIGNBOT_PRIVATE_KEY_FILE", "ALIGNBOT_WEBHOOK_SECRETS",
+                  "ALIGNBOT_DATABASE_URL", "ALIGNBOT_DATABASE_WAIT_SECONDS",
+                  "ALIGNBOT_GITHUB_API_URL", "ALIGNBOT_WORKERS", "ALIGNBOT_LOG_FORMAT")
+SETTINGS_EPILOG = (
+    "Settings come from the environment; those read at start: " + ", ".join(START_SETTINGS)
+    + " (ALIGNBOT_PRIVATE_KEY may hold the key itself). Every setting, its default and "
+    "meaning: docs/operations.md#settings, or `python -m bot.settings_doc`. At start the "
+    "key must sign a JWT that GitHub takes (GET /app; GitHub unreachable: a warning) and "
+    "the database must answer within ALIGNBOT_DATABASE_WAIT_SECONDS; otherwise one line "
+    "and exit status 2.")
 # Modules of this project: one missing is a broken install, not a missing extra.
 OWN_MODULES = frozenset({"bot", "checks"})
 
@@ -43,7 +54,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser, commands = new_parser()
     add_commands(commands)
 
-    serve = commands.add_parser("serve", help="run the GitHub App (webhooks, worker)")
+    serve = commands.add_parser("serve", help="run the GitHub App (webhooks, worker)",
+                                epilog=SETTINGS_EPILOG)
     serve.add_argument("--host", help="address to listen on (ALIGNBOT_HOST)")
     serve.add_argument("--port", type=int, help="port to listen on (ALIGNBOT_PORT)")
     serve.add_argument("--no-worker", action="store_true", help="webhooks only: `alignbot "
@@ -51,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     serve.set_defaults(func=cmd_serve)
 
     worker = commands.add_parser("worker", help="run the GitHub App's jobs and reminder timer, "
-                                 "beside `alignbot serve --no-worker` (needs PostgreSQL)")
+                                 "beside `alignbot serve --no-worker` (needs PostgreSQL)",
+                                 epilog=SETTINGS_EPILOG)
+    worker.add_argument("--check-health", action="store_true", help="exit 0 if the worker "
+                        "that writes ALIGNBOT_HEALTH_FILE is well (the file is fresh), else 1 "
+                        "with one line: a container's health check")
     worker.set_defaults(func=cmd_worker)
 
     sweep = commands.add_parser("remind-sweep", help="run one reminder sweep now (for cron), "
@@ -90,16 +106,36 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.port is not None:
         env["ALIGNBOT_PORT"] = str(args.port)
     settings = _settings_for(Role.WEB if args.no_worker else Role.ALL, env)
-    serve(settings, worker=not args.no_worker)
+    with _startup():
+        serve(settings, worker=not args.no_worker)
     return 0
 
 
 def cmd_worker(args: argparse.Namespace) -> int:
+    if args.check_health:  # every 30 s in a container: the health file alone, not the App
+        with app_dependencies("worker"):
+            from bot.health import check_command
+        code, line = check_command(os.environ)
+        print(line)
+        return code
     with app_dependencies("worker"):
         from bot.serve import Role, work
 
-    work(_settings_for(Role.WORKER, dict(os.environ)))
+    settings = _settings_for(Role.WORKER, dict(os.environ))
+    with _startup():
+        work(settings)
     return 0
+
+
+@contextmanager
+def _startup() -> Iterator[None]:
+    """A process that cannot start (``bot.startup.StartupError``) ends with its one line."""
+    from bot.startup import StartupError
+
+    try:
+        yield
+    except StartupError as exc:
+        raise UsageError(f"the service cannot start: {exc}") from None
 
 
 def _settings_for(role: Role, env: dict[str, str]) -> Settings:

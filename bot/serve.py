@@ -23,11 +23,13 @@ from typing import Any
 
 import uvicorn
 from fastapi import APIRouter, FastAPI
+from sqlalchemy import text
 from sqlalchemy.engine import Engine, make_url
 
 from . import alignment, commands, logs, reminders, sharding, status, trust, workdir
 from .app import create_app
 from .github import GitHubApp, api_options
+from .health import HealthFile
 from .lease import Lease, default_owner
 from .metrics import Metrics
 from .periodic import Periodic
@@ -35,7 +37,8 @@ from .queue import SqlJobQueue
 from .sandbox import Containment, SandboxLimits, remove_stale, run_check
 from .settings import Settings
 from .shard_groups import ShardGroups
-from .storage import make_engine, migrate
+from .startup import check_app, check_key, database_location, first_line, wait_for_database
+from .storage import migrate
 from .webhooks import WebhookRouter
 from .worker import Worker, retry_policy
 
@@ -78,7 +81,7 @@ class Service:
 
 
 def _database(settings: Settings) -> tuple[Engine, SqlJobQueue]:
-    engine = make_engine(settings.database_url)
+    engine = wait_for_database(settings)
     migrate(engine)
     return engine, SqlJobQueue(engine, lease=settings.job_lease_seconds)
 
@@ -231,9 +234,17 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
             "timeout_keep_alive": KEEP_ALIVE_SECONDS}
 
 
+def check_start(settings: Settings) -> None:
+    """What every process of the App does first: say where the database is, and check that
+    the private key signs and that GitHub takes it (``bot/startup.py``: ``StartupError``)."""
+    log.info("database: %s", database_location(settings.database_url))
+    check_app(settings, check_key(settings))
+
+
 def serve(settings: Settings, *, worker: bool = True) -> None:
     """``alignbot serve``: the whole App, or with ``worker=False`` the webhooks only."""
     _logging(settings)
+    check_start(settings)
     if not worker:
         uvicorn.run(build_web(settings), **uvicorn_options(settings))
         return
@@ -252,6 +263,7 @@ def work(settings: Settings, stop: threading.Event | None = None) -> None:
     ``stop``), then finish the running jobs for up to 30 s; one left running then is
     reclaimed by another worker once its lease expires."""
     _logging(settings)
+    check_start(settings)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
@@ -261,13 +273,31 @@ def work(settings: Settings, stop: threading.Event | None = None) -> None:
     worker, timer, _ = build_worker(settings, engine, queue, metrics)
     if settings.metrics_port is not None:
         metrics.serve_http(settings.metrics_port, settings.host)
+    health = None
+    if settings.health_file is not None:
+        health = HealthFile(settings.health_file, lambda: worker.alive() and _answers(engine))
     worker.start()
     timer.start()
-    log.info("worker %s started: %d thread(s), job lease %g s", worker.name,
-             worker.concurrency, settings.job_lease_seconds)
     try:
+        if health is not None:
+            health.start()
+        log.info("worker %s started: %d thread(s), job lease %g s", worker.name,
+                 worker.concurrency, settings.job_lease_seconds)
         stop.wait()
     finally:
+        if health is not None:
+            health.stop()
         timer.stop(timeout=30)
         worker.stop(timeout=30)
         engine.dispose()
+
+
+def _answers(engine: Engine) -> bool:
+    """Whether the database answers a query now."""
+    try:
+        with engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+    except Exception as error:
+        log.warning("the database does not answer: %s", first_line(error))
+        return False
+    return True

@@ -54,7 +54,14 @@ class Settings(BaseSettings):
     )
     database_url: str = Field(
         default="sqlite:///alignbot.db",
-        description="an SQLAlchemy URL: sqlite:///path.db or postgresql+psycopg://user@host/db",
+        description="an SQLAlchemy URL: sqlite:///path.db (relative to the current folder, "
+                    "with its -wal and -shm files beside it) or "
+                    "postgresql+psycopg://user:password@host/db",
+    )
+    database_wait_seconds: float = Field(
+        default=60, ge=0, le=3600,
+        description="seconds, 0 to 3600, that `serve` and `worker` wait at start for an "
+                    "unreachable PostgreSQL server (trying every 2 s), before they exit",
     )
     github_api_url: str = Field(
         default="https://api.github.com",
@@ -88,16 +95,28 @@ class Settings(BaseSettings):
         default=20, ge=1, le=500,
         description="the default branch's runs a status page shows, 1 to 500")
     host: str = Field(default="127.0.0.1", min_length=1, description="the address to listen on")
-    port: int = Field(default=8080, ge=0, le=65535, description="a TCP port from 0 to 65535")
-    workers: int = Field(default=1, ge=1, le=64, description="a number of worker threads, 1 to 64")
+    port: int = Field(default=8080, ge=0, le=65535,
+                      description="the TCP port the web service listens on, 0 to 65535")
+    workers: int = Field(default=1, ge=1, le=64,
+                         description="worker threads (jobs run at once) of `serve` or "
+                                     "`worker`, 1 to 64")
     metrics_port: int | None = Field(
         default=None, ge=1, le=65535,
         description="the port an `alignbot worker` serves its /metrics on (on host); "
                     "unset: none (the web process serves /metrics on its own port)")
+    health_file: Path | None = Field(
+        default=None,
+        description="a file an `alignbot worker` rewrites every 10 s while its threads run "
+                    "and its database answers, which `alignbot worker --check-health` reads "
+                    "(compose.yaml's health check); unset: none",
+    )
     log_format: Literal["json", "text"] = Field(
         default="text", description="json (one object a line) or text")
     job_timeout_seconds: float = Field(
-        default=900, gt=0, description="a positive number of seconds"
+        default=900, gt=0,
+        description="a positive number of seconds (read, but no limit yet: a check's time is "
+                    f"bounded by {ENV_PREFIX}SANDBOX_WALL_SECONDS and the repository's "
+                    "timeout_minutes)",
     )
     job_lease_seconds: float = Field(
         default=60, ge=3, le=3600,
@@ -105,7 +124,9 @@ class Settings(BaseSettings):
                     "3600; the same for every process on one database)",
     )
     max_body_bytes: int = Field(
-        default=25 * MIB, gt=0, description="a positive number of bytes (GitHub sends up to 25 MiB)"
+        default=25 * MIB, gt=0,
+        description="a positive number of bytes: the largest webhook body taken (a larger one "
+                    "is answered 413; GitHub sends up to 25 MiB)",
     )
     # What an unauthenticated sender can hold: bodies are read before their signature is known.
     body_timeout_seconds: float = Field(
@@ -124,7 +145,9 @@ class Settings(BaseSettings):
         default=120, gt=0, description="the longest rate-limit wait in seconds (positive)"
     )
     github_write_interval: float = Field(
-        default=1.0, ge=0, description="seconds between GitHub writes (0 or more)"
+        default=1.0, ge=0,
+        description="seconds, 0 or more, between two writes to GitHub (comments, check runs) "
+                    "by one client, as GitHub asks of integrations that create content",
     )
     github_request_retries: int = Field(
         default=5, ge=0, le=10,
@@ -154,7 +177,10 @@ class Settings(BaseSettings):
         "no merge-base check anywhere (every finding is new)"
     )
     sandbox_wall_seconds: int = Field(
-        default=900, gt=0, description="a positive number of seconds per sandboxed check"
+        default=900, gt=0,
+        description="a positive number of seconds: the wall-clock time one sandboxed check "
+                    "(setup commands and engine) may take before it is killed (at most the "
+                    "repository's timeout_minutes)",
     )
     sandbox_memory_bytes: int = Field(
         default=4 * 1024 * MIB, gt=0,

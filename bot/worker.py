@@ -232,6 +232,11 @@ class Worker:
         self._threads = alive
         return not alive
 
+    def alive(self) -> bool:
+        """Whether the threads ``start()`` started all run (False before it, after
+        ``stop()``)."""
+        return bool(self._threads) and all(thread.is_alive() for thread in self._threads)
+
     def reclaim(self) -> int:
         """Requeue the jobs whose lease expired (their worker died); how many. A job that
         has used up its attempts so fails for good, and its handler's ``give_up`` is called

@@ -10,9 +10,11 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from importlib import metadata
 from pathlib import Path
@@ -51,12 +53,22 @@ def test_no_module_under_checks_imports_the_app() -> None:
     assert not offenders, "\n".join(offenders)
 
 
+def test_the_app_extra_brings_the_postgresql_driver() -> None:
+    # compose.yaml and every deployment of several processes run on PostgreSQL
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]
+    for extra in ("app", "postgres"):
+        names = {canonicalize_name(Requirement(line).name) for line in extras[extra]}
+        assert "psycopg" in names, extra
+
+
 # ------------------------------------------------------------------------------- the wheel
 
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The wheel, built by this interpreter's pip from a copy of the sources."""
+    """The wheel, built by this interpreter's pip from a copy of the sources; what the build
+    backend said is in ``build.log`` beside ``dist/``."""
     top = tmp_path_factory.mktemp("wheel")
     for name in SOURCES:
         source = ROOT / name
@@ -66,11 +78,24 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else:
             (top / "src").mkdir(exist_ok=True)
             shutil.copy(source, top / "src" / name)
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps",
-                    "--no-build-isolation", "--wheel-dir", str(top / "dist"),
-                    str(top / "src")], check=True, capture_output=True, timeout=120)
+    build = subprocess.run([sys.executable, "-m", "pip", "wheel", "--verbose", "--no-deps",
+                            "--no-build-isolation", "--wheel-dir", str(top / "dist"),
+                            str(top / "src")], capture_output=True, text=True, timeout=120)
+    (top / "build.log").write_text(build.stdout + build.stderr)
+    assert build.returncode == 0, build.stderr[-3000:]
     (built,) = (top / "dist").glob("alignbot-*.whl")
     return built
+
+
+def test_the_wheel_builds_without_a_setuptools_warning(wheel: Path) -> None:
+    # e.g. "Package 'bot.examples.fastops' is absent from the `packages` configuration",
+    # some 45 lines at every build and editable install
+    log = (wheel.parent.parent / "build.log").read_text()
+    assert "running bdist_wheel" in log  # the backend's own lines are there to be read
+    warned = [line.strip() for line in log.splitlines()
+              if re.search(r"SetuptoolsDeprecationWarning|SetuptoolsWarning|_Warning:|"
+                           r"BuildBackendWarning|is absent from the `packages`", line)]
+    assert not warned, "\n".join(warned)
 
 
 def test_the_wheel_holds_every_package_the_templates_and_the_markers(wheel: Path) -> None:

@@ -172,3 +172,14 @@ def test_sandbox_and_retry_settings_are_read_from_the_environment() -> None:
 def test_sandbox_paths_must_be_absolute(name: str) -> None:
     (line,) = error_lines({**VALID, name: "relative/folder"})
     assert line.startswith(name) and "absolute" in line, line
+
+
+def test_the_start_up_wait_and_the_health_file() -> None:
+    defaults = load_settings(VALID)
+    assert defaults.database_wait_seconds == 60 and defaults.health_file is None
+    settings = load_settings({**VALID, "ALIGNBOT_DATABASE_WAIT_SECONDS": "0",
+                              "ALIGNBOT_HEALTH_FILE": "/tmp/worker.health"})
+    assert settings.database_wait_seconds == 0
+    assert settings.health_file == Path("/tmp/worker.health")
+    (line,) = error_lines({**VALID, "ALIGNBOT_DATABASE_WAIT_SECONDS": "-1"})
+    assert line.startswith("ALIGNBOT_DATABASE_WAIT_SECONDS: got '-1'; expected seconds, 0 to")
