@@ -19,7 +19,11 @@ XPASS(strict), a failure: the divergence is fixed and its entry is to be removed
 
 from __future__ import annotations
 
+import ast
 import fnmatch
+import shlex
+import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -58,6 +62,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="per-program limit before the candidate counts as hung")
     group.addoption("--alignbot-no-minimize", action="store_true",
                     help="report findings as drawn: no shrinking or repro scripts")
+    group.addoption("--alignbot-repro-dir", metavar="DIR",
+                    help="write each finding's repro script here as FINGERPRINT.py (default: "
+                         "alignbot-repros in pytest's cache folder, or a new temporary "
+                         "folder without the cache)")
     group.addoption("--alignbot-known", metavar="FILE",
                     help=f"known divergences: all-known findings xfail, a fixed one XPASSes "
                          f"(default: {KNOWN_PATH} under the root, when there is one)")
@@ -195,7 +203,10 @@ class SpecItem(pytest.Item):
     def repr_failure(self, excinfo: pytest.ExceptionInfo[BaseException],
                      style: Any = None) -> str:
         if isinstance(excinfo.value, AlignmentFailure):
-            return "\n\n".join(describe(f) for f in excinfo.value.findings)
+            folder = _repro_dir(self.config) if any(
+                f.extra.get("repro") for f in excinfo.value.findings) else None
+            python = candidate_config(self.config).python
+            return "\n\n".join(describe(f, folder, python) for f in excinfo.value.findings)
         return str(super().repr_failure(excinfo, style=style))
 
     def reportinfo(self) -> tuple[Path, int | None, str]:
@@ -222,8 +233,35 @@ def _candidate(config: pytest.Config) -> CandidateProcess:
     return candidate
 
 
-def describe(finding: Finding) -> str:
-    """A finding as a failure message: what differs, then the repro to run."""
+def _repro_dir(config: pytest.Config) -> Path:
+    """Where the repro scripts go (``--alignbot-repro-dir``), made on first use."""
+    chosen = config.getoption("alignbot_repro_dir")
+    if chosen:
+        folder = Path(chosen)
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder.resolve()
+    cache = getattr(config, "cache", None)
+    if cache is not None:
+        return Path(cache.mkdir("alignbot-repros")).resolve()
+    return Path(tempfile.mkdtemp(prefix="alignbot-repros-")).resolve()
+
+
+def _case(repro: str) -> str | None:
+    """The repro's ``case()`` function: the inputs and the call, run on both sides."""
+    try:
+        tree = ast.parse(repro)
+    except SyntaxError:
+        return None
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == "case":
+            return ast.get_source_segment(repro, node)
+    return None
+
+
+def describe(finding: Finding, folder: Path | None = None,
+             python: str = sys.executable) -> str:
+    """A finding as a failure message: what differs, the case, and the repro to run: written
+    to ``folder`` as ``FINGERPRINT.py`` (None: the whole script in the message)."""
     extra = finding.extra
     draws = f"{finding.count} draw{'s' if finding.count != 1 else ''}"
     verdict = f", {extra['verdict']}" if extra.get("verdict") else ""
@@ -235,7 +273,18 @@ def describe(finding: Finding) -> str:
     repro = extra.get("repro")
     if repro:
         state = "verified" if extra.get("repro_verified") else "not verified"
-        lines += [f"repro ({state}: exits 1 while the bug is there):", repro.rstrip()]
+        if folder is None:
+            lines += [f"repro ({state}: exits 1 while the bug is there):", repro.rstrip()]
+            return "\n".join(lines)
+        case = _case(repro)
+        if case is not None:
+            lines += ["the case, run on PyTorch and on the candidate:", case]
+        path = folder / f"{finding.fingerprint}.py"
+        path.write_text(repro)
+        other = f" --python {shlex.quote(python)}" if "--candidate-side" in repro and \
+            python != sys.executable else ""
+        lines.append(f"repro ({state}: exits 1 while the bug is there): "
+                     f"python {shlex.quote(str(path))}{other}")
     elif extra.get("minimize_error"):
         lines.append(f"minimizing failed: {extra['minimize_error']}")
     return "\n".join(lines)

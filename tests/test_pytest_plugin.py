@@ -27,6 +27,9 @@ def repository(tmp_path: Path, fastops: Path) -> Path:
     return repo
 
 
+REPRO_LINE = re.compile(r"repro \(verified: exits 1 while the bug is there\): python (\S+)")
+
+
 def run_pytest(repo: Path, *args: str) -> tuple[int, str, dict[str, str | None]]:
     """pytest's exit status, its output, and each test's failure text (None: passed)."""
     report = repo / "report.xml"
@@ -64,8 +67,10 @@ def test_each_spec_is_a_test_and_a_finding_fails_it_with_its_repro(
     failure = outcomes["softplus"]
     assert failure is not None
     assert "grad-mismatch at torch.nn.functional.softplus" in failure
-    assert "repro (verified: exits 1 while the bug is there):" in failure
-    assert '"""alignbot repro ' in failure and "def case(torch):" in failure
+    # a short message: the case, and the script written to a file, not pasted in
+    assert "the case, run on PyTorch and on the candidate:\ndef case(torch):" in failure
+    assert REPRO_LINE.search(failure) and '"""alignbot repro ' not in failure
+    assert len(failure.splitlines()) <= 25, failure
 
 
 @pytest.mark.slow
@@ -73,10 +78,11 @@ def test_the_repro_in_the_failure_runs_and_shows_the_bug(
         serial: tuple[int, str, dict[str, str | None]], broken: Path) -> None:
     failure = serial[2]["softplus"]
     assert failure is not None
-    script = failure.split("repro (verified: exits 1 while the bug is there):\n", 1)[1]
-    script = script.split("\n\ngrad-mismatch at", 1)[0]  # the next finding, if any
-    path = broken / "repro.py"
-    path.write_text(script + "\n")
+    written = REPRO_LINE.search(failure)
+    assert written is not None, failure
+    path = broken / "repro.py"  # run from the repository, as a user would
+    path.write_text(Path(written[1]).read_text())
+    assert '"""alignbot repro ' in path.read_text()
     run = subprocess.run([sys.executable, str(path)], cwd=broken, capture_output=True,
                          text=True, timeout=300)
     assert run.returncode == 1, run.stdout + run.stderr
