@@ -19,6 +19,7 @@ from checks.api import (
     FindingEntry,
     Trusted,
     Verdict,
+    case_source,
     defuse,
     environment,
     group_causes,
@@ -335,6 +336,17 @@ def _elements(shape: list[int]) -> int:
     return count
 
 
+def cases_of(findings: list[EngineFinding]) -> dict[str, str]:
+    """Each finding's case (the inputs and the call of its repro), by fingerprint, where
+    its repro has one short enough to read before the whole script."""
+    cases = {}
+    for finding in findings:
+        case = case_source(finding.repro) if finding.repro else None
+        if case is not None:
+            cases[finding.fingerprint] = case
+    return cases
+
+
 def _packages(report: EngineReport | None) -> str:
     return packages_line(report.candidate_packages or {}) if report else ""
 
@@ -356,8 +368,9 @@ def check_output(ctx: CheckContext) -> CheckOutput:
         seconds=ctx.seconds, specs=ctx.specs, candidate=ctx.candidate, packages=packages,
         causes=causes, isolation=shown_layers(ctx.isolation), limits=ctx.limits,
         findings=findings, changes=ctx.classified)
-    text = env.get_template("check_run_text.md.j2").render(causes=causes, by_print=by_print,
-                                                           numbers=numbers_of(findings))
+    text = env.get_template("check_run_text.md.j2").render(
+        causes=causes, by_print=by_print, numbers=numbers_of(findings),
+        cases=cases_of(findings))
     return CheckOutput(conclusion(ctx), inline(headline(ctx), 200).replace("\\", "")[:255],
                        fit(summary, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
                        fit(text, CHECK_TEXT_LIMIT, ctx.full_report_url, in_bytes=True),
@@ -372,6 +385,7 @@ def comment_body(ctx: CheckContext) -> str:
         advice=ctx.advice, report=ctx.report, head_sha=ctx.head_sha, tracker=ctx.tracker,
         causes=causes, by_print=by_print, packages=_packages(ctx.report), findings=findings,
         changes=ctx.classified, known_path=KNOWN_PATH, numbers=numbers_of(findings),
+        cases=cases_of(findings),
         links={key: new_issue_link(ctx.tracker, f) for key, f in by_print.items()})
     return fit(body, COMMENT_LIMIT, ctx.full_report_url)
 

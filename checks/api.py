@@ -10,8 +10,8 @@ in its own process is small, and it is all here:
   to (``DEFAULT_TRACKER``) and which interpreter paths are relative (``relative_interpreter``);
 - the texts both halves write: the templates (``environment``, ``templates_dir``), the
   Markdown filters (``Trusted``, ``visible``, ``inline``, ``defuse``, ``no_comment``), the
-  lines that name a candidate (``candidate_line``, ``packages_line``) and the upstream
-  issue link (``new_issue_url``);
+  lines that name a candidate (``candidate_line``, ``packages_line``), the upstream
+  issue link (``new_issue_url``) and a repro's case (``case_source``);
 - the known-divergences file (``KNOWN_PATH``, ``load_known``, ``KnownFile``,
   ``KnownEntry``, ``KnownFileError``);
 - what the App computes from reports as the engine does: the causes of findings
@@ -39,6 +39,7 @@ from .known import KNOWN_PATH, KnownEntry, KnownFile, KnownFileError, load_known
 from .markdown import Trusted, defuse, inline, no_comment, visible
 from .report import REPORT_VERSION, candidate_line, environment, packages_line, templates_dir
 from .report_types import Cause, CauseForm, FindingEntry, Measure, Report, Side
+from .repro_case import case_source
 from .shards import ShardError
 from .shards import merge as merge_shards
 from .shards import select as select_shard
@@ -66,6 +67,7 @@ __all__ = [
     "Verdict",
     "add_commands",
     "candidate_line",
+    "case_source",
     "defuse",
     "environment",
     "fingerprints",

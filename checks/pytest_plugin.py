@@ -19,7 +19,6 @@ XPASS(strict), a failure: the divergence is fixed and its entry is to be removed
 
 from __future__ import annotations
 
-import ast
 import fnmatch
 import shlex
 import sys
@@ -31,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .known import KNOWN_PATH, KnownEntry, KnownFile, KnownFileError, read_known
+from .repro_case import case_source
 
 if TYPE_CHECKING:
     from .candidate import CandidateConfig, CandidateProcess
@@ -246,18 +246,6 @@ def _repro_dir(config: pytest.Config) -> Path:
     return Path(tempfile.mkdtemp(prefix="alignbot-repros-")).resolve()
 
 
-def _case(repro: str) -> str | None:
-    """The repro's ``case()`` function: the inputs and the call, run on both sides."""
-    try:
-        tree = ast.parse(repro)
-    except SyntaxError:
-        return None
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef) and node.name == "case":
-            return ast.get_source_segment(repro, node)
-    return None
-
-
 def describe(finding: Finding, folder: Path | None = None,
              python: str = sys.executable) -> str:
     """A finding as a failure message: what differs, the case, and the repro to run: written
@@ -276,7 +264,7 @@ def describe(finding: Finding, folder: Path | None = None,
         if folder is None:
             lines += [f"repro ({state}: exits 1 while the bug is there):", repro.rstrip()]
             return "\n".join(lines)
-        case = _case(repro)
+        case = case_source(repro)
         if case is not None:
             lines += ["the case, run on PyTorch and on the candidate:", case]
         path = folder / f"{finding.fingerprint}.py"

@@ -791,3 +791,14 @@ def test_every_table_of_the_check_run_has_a_header() -> None:
                if summary.splitlines()[i + 1].startswith("| ---")]
     assert len(headers) == 2  # the summary, the causes
     assert all(any(cell.strip() for cell in line.strip("|").split("|")) for line in headers)
+
+
+def test_each_finding_shows_its_case_before_the_whole_script() -> None:
+    repro = "import torch\n\n\ndef case(torch):\n    return {'out': torch.ones(1)}\n"
+    ctx = context([finding(0, repro=repro), finding(1, op="torch.cos", repro=HOSTILE_REPRO)])
+    for body in (comment_body(ctx), check_output(ctx).text or ""):
+        case = "def case(torch):\n    return {'out': torch.ones(1)}"
+        assert f"The case, run on PyTorch and on the candidate:\n\n```python\n{case}\n```" \
+            in body
+        assert body.count("The case, run on PyTorch") == 1  # the script without one: none
+        assert body.index(case) < body.index("import torch\n\n\ndef case")

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -132,7 +133,10 @@ def test_compose_runs_the_same_topology() -> None:
         url = services[role]["environment"]["ALIGNBOT_DATABASE_URL"]
         assert url.startswith("postgresql+psycopg://") and "@postgres:" in url
         assert services[role]["depends_on"]["postgres"]["condition"] == "service_healthy"
-    assert "'/src[app,postgres]'" in (ROOT / "Dockerfile").read_text()  # psycopg in the image
+    assert "'/src[app]'" in (ROOT / "Dockerfile").read_text()  # the app extra: psycopg too
+    app_extra = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"]["app"]
+    assert any(req.startswith("psycopg[binary]") for req in app_extra)
 
 
 @pytest.mark.slow
