@@ -202,7 +202,9 @@ def closing(head: str, note: str) -> str | int:
             return 0
         block, (first, last) = blocks[-1], blocks[-1].map or (0, 0)
         if block.type == "paragraph_open" and (first, last) == (line, line + 1):
-            return closers + _end_tags(_MARKDOWN.render(head + closers))
+            # a final newline: markdown-it-py 3/4 can index past the end of a source
+            # that ends inside an HTML block in a quote in a list without one
+            return closers + _end_tags(_MARKDOWN.render(head + closers + "\n"))
         end = _end_of(block) if first < line < last else None
         if end is None:  # swallowed by something no line ends, or lost (nested too deep)
             return first

@@ -15,6 +15,7 @@ import logging
 import os
 import signal
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -129,11 +130,13 @@ def build(settings: Settings) -> Service:
                    metrics=metrics)
 
 
-def build_web(settings: Settings) -> FastAPI:
+def build_web(settings: Settings, made: list[StartRequest] | None = None) -> FastAPI:
     """The webhook service alone (``Role.WEB``): it records and queues; workers elsewhere run
-    the jobs. Its ``/metrics`` has the deliveries and the shared queue."""
+    the jobs. Its ``/metrics`` has the deliveries and the shared queue (and ``made``, the
+    requests of its start)."""
     engine, _ = _database(settings)
     metrics = Metrics(engine)
+    count_start(metrics, made or [])
     return create_app(settings, engine, webhook_router(), metrics=metrics,
                       pages=status_pages(settings, engine, _github(settings, metrics)))
 
@@ -234,21 +237,36 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
             "timeout_keep_alive": KEEP_ALIVE_SECONDS}
 
 
-def check_start(settings: Settings) -> None:
+StartRequest = tuple[str, str, int, Mapping[str, str]]
+
+
+def check_start(settings: Settings) -> list[StartRequest]:
     """What every process of the App does first: say where the database is, and check that
-    the private key signs and that GitHub takes it (``bot/startup.py``: ``StartupError``)."""
+    the private key signs and that GitHub takes it (``bot/startup.py``: ``StartupError``).
+    The requests it made to GitHub, for the metrics the process builds next
+    (:func:`count_start`): every request GitHub saw is counted."""
     log.info("database: %s", database_location(settings.database_url))
-    check_app(settings, check_key(settings))
+    made: list[StartRequest] = []
+    check_app(settings, check_key(settings),
+              observe=lambda method, path, status, headers: made.append(
+                  (method, path, status, dict(headers))))
+    return made
+
+
+def count_start(metrics: Metrics, made: list[StartRequest]) -> None:
+    for request in made:
+        metrics.github_request(*request)
 
 
 def serve(settings: Settings, *, worker: bool = True) -> None:
     """``alignbot serve``: the whole App, or with ``worker=False`` the webhooks only."""
     _logging(settings)
-    check_start(settings)
+    made = check_start(settings)
     if not worker:
-        uvicorn.run(build_web(settings), **uvicorn_options(settings))
+        uvicorn.run(build_web(settings, made), **uvicorn_options(settings))
         return
     service = build(settings)
+    count_start(service.metrics, made)
     service.worker.start()
     service.reminder_pass.start()
     try:
@@ -263,13 +281,14 @@ def work(settings: Settings, stop: threading.Event | None = None) -> None:
     ``stop``), then finish the running jobs for up to 30 s; one left running then is
     reclaimed by another worker once its lease expires."""
     _logging(settings)
-    check_start(settings)
+    made = check_start(settings)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         for signum in (signal.SIGTERM, signal.SIGINT):
             signal.signal(signum, lambda *_: stop.set())
     engine, queue = _database(settings)
     metrics = Metrics(engine)
+    count_start(metrics, made)
     worker, timer, _ = build_worker(settings, engine, queue, metrics)
     if settings.metrics_port is not None:
         metrics.serve_http(settings.metrics_port, settings.host)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import httpx
 from github import Auth
@@ -54,10 +54,13 @@ def check_key(settings: Settings) -> str:
 
 
 def check_app(settings: Settings, token: str, *,
-              timeout: float = GITHUB_TIMEOUT_SECONDS) -> None:
+              timeout: float = GITHUB_TIMEOUT_SECONDS,
+              observe: Callable[[str, str, int, Mapping[str, str]], None] | None = None
+              ) -> None:
     """Ask GitHub who the App is (``GET /app`` with the JWT). A refusal (401) or another
     App's id is a ``StartupError``; GitHub unreachable or failing is a warning line only, so
-    that an outage at GitHub never keeps the service down."""
+    that an outage at GitHub never keeps the service down. ``observe`` is told of the
+    request as the App's client tells its metrics (method, path, status, headers)."""
     url = f"{settings.github_api_url}/app"
     try:
         reply = httpx.get(url, timeout=timeout, headers={
@@ -66,6 +69,8 @@ def check_app(settings: Settings, token: str, *,
         log.warning("GitHub (%s) could not be reached to check the App id and key (%s: %s); "
                     "starting without that check", url, type(error).__name__, error)
         return
+    if observe is not None:
+        observe("GET", "/app", reply.status_code, reply.headers)
     if reply.status_code == 401:
         raise StartupError(f"GitHub refused the App's JWT (401 {_message(reply)!r}): "
                            f"{env_name('app_id')}={settings.app_id} and "

@@ -3,6 +3,7 @@ annotations and their batches, and what a pull request with a bad or no config g
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -360,6 +361,16 @@ def test_a_cut_of_any_markdown_leaves_the_note_outside_every_block(
     kept = _CLOSERS.sub("", cut[:cut.rindex(f"\n\n{CUT_NOTE}")])
     assert text.startswith(kept), "the cut text is not the start of the text"
     assert note_problems(cut) == [], cut
+
+
+def test_a_cut_that_ends_in_html_in_a_quote_in_a_list_is_closed() -> None:
+    """Found by the test above: markdown-it-py raised IndexError rendering a head that ends
+    inside an HTML block nested in a quote in a list, without a final newline."""
+    case = json.loads((ROOT / "tests" / "fixtures" / "markdown_cut_crash.json").read_text())
+    text = "\n".join(case["lines"]) + "\n"
+    limit = max(400, int(len(text.encode()) * case["share"]))
+    cut = fit(text, limit, None, in_bytes=True)
+    assert len(cut.encode()) <= limit and note_problems(cut) == [], cut
 
 
 # -- untrusted text in Markdown --------------------------------------------------------------
