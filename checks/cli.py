@@ -377,7 +377,7 @@ def _report(args: argparse.Namespace, result: CheckResult, stopped: int | None,
         data["rechecked"] = rechecked
     written = write_reports(args.json, args.markdown, data, stdout)
     if args.write_known is not None:
-        _write_known(args.write_known, data["findings"], previous)
+        _write_known(args.write_known, data["findings"], previous, quiet=args.quiet)
     new = [f for f in result.findings if not _expected(f, known, baseline)]
     count = len(result.findings)
     print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
@@ -461,15 +461,16 @@ def _classify(result: CheckResult, known: KnownFile) -> list[KnownMark]:
     return [entry.mark() for entry in known.fixed(result.findings, result.specs_run)]
 
 
-def _write_known(path: Path, findings: list[FindingEntry], previous: KnownFile | None
-                 ) -> None:
+def _write_known(path: Path, findings: list[FindingEntry], previous: KnownFile | None,
+                 quiet: bool = False) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(write_known(findings, previous))
     except OSError as exc:
         raise UsageError(f"--write-known {path}: {exc.strerror}") from exc
-    print(f"alignbot: wrote {len(findings)} finding(s) to {path}; fill in each reason",
-          file=sys.stderr)
+    if not quiet:
+        print(f"alignbot: wrote {len(findings)} finding(s) to {path}; fill in each reason",
+              file=sys.stderr)
 
 
 def _minimize(findings: list[Finding], specs: list[Spec], candidate: CandidateProcess,

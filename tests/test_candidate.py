@@ -180,9 +180,10 @@ def test_an_interpreter_without_numpy_or_torch_is_one_line_with_its_fix(tmp_path
         python = _venv(tmp_path / missing, numpy=numpy)
         with pytest.raises(CandidateStartError) as raised:
             CandidateProcess(CandidateConfig("lacking", "import torch", python=python)).start()
+        index = " --extra-index-url https://download.pytorch.org/whl/cpu" * (missing == "torch")
         assert str(raised.value) == (
             f"the candidate's {failed}: {python} has no {missing}; install it there (pip "
-            f"install {PINS[missing]}) or point --python at an interpreter that has it")
+            f"install {PINS[missing]}{index}) or point --python at an interpreter that has it")
         # what --verbose shows
         assert f"No module named '{missing}'" in raised.value.detail
 
