@@ -19,7 +19,8 @@ in its own process is small, and it is all here:
   (``fingerprints``), shards (``select_shard``, ``merge_shards``, ``ShardError``) and the
   order of dtypes (``DTYPE_ORDER``);
 - the engine's commands, for the one ``alignbot`` command line (``new_parser``,
-  ``add_commands``, ``run``, ``UsageError``).
+  ``add_commands``, ``run``, ``UsageError``), and the exit status of its own failure
+  (``INTERNAL_ERROR``), which the sandbox tells apart from the candidate's.
 
 Why a face: the engine's modules can be split, merged and renamed without the App noticing,
 as long as this module keeps its names; and what the App relies on is one list to read, not
@@ -35,6 +36,7 @@ from .catalog import DTYPE_ORDER
 from .causes import group as group_causes
 from .causes import member_dtype
 from .cli import UsageError, add_commands, new_parser, run
+from .internal_errors import INTERNAL_ERROR
 from .known import KNOWN_PATH, KnownEntry, KnownFile, KnownFileError, load_known
 from .markdown import Trusted, defuse, inline, no_comment, visible
 from .report import REPORT_VERSION, candidate_line, environment, packages_line, templates_dir
@@ -49,6 +51,7 @@ from .vocab import DEFAULT_TRACKER, Kind, Verdict, relative_interpreter
 __all__ = [
     "DEFAULT_TRACKER",
     "DTYPE_ORDER",
+    "INTERNAL_ERROR",
     "KNOWN_PATH",
     "REPORT_VERSION",
     "Cause",

@@ -16,16 +16,23 @@ from pathlib import Path
 from typing import Any
 
 from . import zygote as zygotes
+from .installs import lacks
 from .program import Program
 from .runtime.wire import WireError, read_message, write_message
-from .runtime.worker import MAX_PACKAGES, PACKAGE_NAME, PACKAGE_VERSION
+from .runtime.worker import MAX_PACKAGES, MISSING_MARK, PACKAGE_NAME, PACKAGE_VERSION
 
 ADDRESS = re.compile(r"0x[0-9a-fA-F]{6,}")
 WORKER = Path(__file__).parent / "runtime" / "worker.py"
 
 
 class CandidateStartError(Exception):
-    """The candidate cannot start: no such interpreter, or its prelude failed."""
+    """The candidate cannot start: no such interpreter, one that lacks a module, or its
+    prelude failed. The message is one line; ``detail`` what the worker said (its stderr,
+    the prelude's traceback), for ``--verbose``."""
+
+    def __init__(self, message: str, detail: str = "") -> None:
+        super().__init__(message)
+        self.detail = detail
 
 
 @dataclass(frozen=True)
@@ -108,18 +115,36 @@ class CandidateProcess:
                                 "sys_path": list(self.config.sys_path)},
                                self.config.start_timeout)
         if reply is None:
-            tail = self._stderr_tail()
             self.kill()
-            raise CandidateStartError(
-                f"the candidate worker exited while starting{': ' + tail if tail else ''}")
+            raise self._exited_while_starting()
         if not reply.get("ok"):
             self.kill()
-            raise CandidateStartError(f"the candidate's prelude failed: {reply.get('error')}")
+            raise self._prelude_failed(reply)
         self.version = str(reply.get("version", ""))
         self.packages = packages(reply.get("packages"))
         declared = reply.get("declared")
         self.declared = dict(declared) if isinstance(declared, dict) else {}
         return self.version
+
+    def _exited_while_starting(self) -> CandidateStartError:
+        said = self._stderr_text()
+        marked = [line for line in said.splitlines() if line.startswith(MISSING_MARK)]
+        if marked:
+            module = marked[-1][len(MISSING_MARK):].strip()
+            return CandidateStartError(f"the candidate's worker cannot start: "
+                                       f"{lacks(self.config.python, [module])}", said)
+        tail = self._stderr_tail()
+        return CandidateStartError(
+            f"the candidate worker exited while starting{': ' + tail if tail else ''}", said)
+
+    def _prelude_failed(self, reply: dict[str, Any]) -> CandidateStartError:
+        detail = str(reply.get("traceback") or "")
+        missing = reply.get("missing")
+        if isinstance(missing, str) and missing:
+            return CandidateStartError(f"the candidate's prelude failed: "
+                                       f"{lacks(self.config.python, [missing])}", detail)
+        return CandidateStartError(f"the candidate's prelude failed: {reply.get('error')}",
+                                   detail)
 
     def _spawned(self) -> zygotes.Spawned:
         stderr = open(self._stderr_path, "wb")  # noqa: SIM115 - handed to the child
@@ -246,14 +271,17 @@ class CandidateProcess:
             return 0
 
     def _stderr_tail(self, limit: int = 600, start: int = 0) -> str:
-        """The last ``limit`` bytes the worker wrote to stderr from offset ``start``, with
-        addresses (thread ids in a fatal error's dump) masked: they differ on every run."""
+        """The last ``limit`` bytes the worker wrote to stderr from offset ``start``, on one
+        line, with addresses (thread ids in a fatal error's dump) masked: they differ on
+        every run."""
+        return " ".join(self._stderr_text(start)[-limit:].split())
+
+    def _stderr_text(self, start: int = 0) -> str:
         try:
             data = self._stderr_path.read_bytes()[start:]
         except OSError:
             return ""
-        text = ADDRESS.sub("0x…", data.decode(errors="replace"))
-        return " ".join(text[-limit:].split())
+        return ADDRESS.sub("0x…", data.decode(errors="replace"))
 
     def kill(self) -> None:
         self._deadline = None

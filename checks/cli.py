@@ -12,8 +12,9 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
-from typing import Literal, NoReturn, TypeAlias
+from typing import Any, Literal, NoReturn, TextIO, TypeAlias
 
 from . import catalog, jobs, presets, shards, warm
 from . import report as reports
@@ -23,13 +24,22 @@ from .capabilities import PRECISIONS, CapabilityError, of_candidate
 from .dsl import DslError
 from .engine import CheckResult, Interrupted, check, report_order
 from .findings import Finding
+from .internal_errors import report as report_internal_error
 from .known import KnownFile, KnownFileError, read_known, write_known
 from .minimize import MinimizeOptions, minimize_all
 from .opinfo import OpInfoChanged
+from .options import OptionError, check_numbers
 from .oracle import SHRINK_CALLS, SHRINK_SECONDS
 from .presets import PRESETS, NoCandidate
 from .progress import Progress
-from .report_files import OutputError, check_output, summary, write_reports
+from .report_files import (
+    OutputError,
+    check_output,
+    output_path,
+    stdout_for_reports,
+    summary,
+    write_reports,
+)
 from .report_types import FindingEntry, KnownMark, Rechecked
 from .spec import Spec
 from .spec_loading import SpecFileError, SpecSource
@@ -39,25 +49,81 @@ from .upstream import DEFAULT_TRACKER
 from .vocab import relative_interpreter
 
 TRACKER = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
+# The exit statuses: a finding, bad usage; 0 is none, 128 + N a stop signal (checks/stopping.py)
+# and INTERNAL_ERROR alignbot's own failure (checks/internal_errors.py).
+FINDINGS, USAGE = 1, 2
+# How the options of `check` are named to checks.options.check_numbers
+FLAGS = {"timeout": "--timeout", "draws": "--n", "jobs": "--jobs",
+         "shrink_calls": "--shrink-calls", "shrink_seconds": "--shrink-seconds",
+         "rtol": "--rtol", "atol": "--atol"}
 
 
 class UsageError(Exception):
     """Bad input from the user: reported as one line, exit status 2."""
 
 
+class _HelpFormatter(argparse.HelpFormatter):
+    """Each option's help ends with its default, where it has one worth showing (not a
+    switch's False, not an option left out) and the help does not say it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        text = action.help or ""
+        default = action.default
+        if not action.option_strings or "default" in text or default is None or \
+                default is False or default is argparse.SUPPRESS or default in ([], ""):
+            return text
+        return f"{text} (default: %(default)s)"
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", _HelpFormatter)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise UsageError(message)
+
+
+class _Commands(argparse._SubParsersAction):
+    """Every command also takes ``-q`` and ``-v`` after its name."""
+
+    def add_parser(self, name: str, **kwargs: Any) -> _Parser:
+        parser: _Parser = super().add_parser(name, **kwargs)
+        _add_verbosity(parser, argparse.SUPPRESS)  # given before the name, it stands
+        return parser
 
 
 Commands: TypeAlias = "argparse._SubParsersAction[_Parser]"
 
 
+def version() -> str:
+    """The installed package's version (``unknown`` run from a folder never installed)."""
+    try:
+        return metadata.version("alignbot")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("-q", "--quiet", action="store_true", default=default,
+                       help="no progress and no summary lines on stderr; errors still are")
+    group.add_argument("-v", "--verbose", action="store_true", default=default,
+                       help="more detail on failures: the traceback of an internal error, "
+                            "the candidate's own output when it does not start")
+
+
 def new_parser() -> tuple[argparse.ArgumentParser, Commands]:
     """The ``alignbot`` parser with no command yet, and where commands are added."""
     parser = _Parser(prog="alignbot", description="Keep a PyTorch-compatible implementation "
-                     "aligned with PyTorch.")
-    commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+                     "aligned with PyTorch.", epilog="`alignbot COMMAND --help` gives a "
+                     "command's options.")
+    parser.add_argument("--version", action="version", version=f"alignbot {version()}",
+                        help="print alignbot's version and exit")
+    _add_verbosity(parser, False)
+    commands: Commands = parser.add_subparsers(dest="command", metavar="COMMAND",
+                                               title="commands", parser_class=_Parser,
+                                               action=_Commands)
     return parser, commands
 
 
@@ -82,17 +148,6 @@ def _interpreter(value: str) -> str:
     return os.path.abspath(value) if relative_interpreter(value) else value
 
 
-def _jobs(value: str) -> int:
-    try:
-        jobs = int(value)
-    except ValueError:
-        jobs = 0
-    if jobs < 1:
-        raise argparse.ArgumentTypeError(f"expected a number of workers (1 or more), "
-                                         f"got {value!r}")
-    return jobs
-
-
 def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ops", metavar="GLOB,…", default="",
                         help="only specs whose name or ops match one of these globs")
@@ -106,6 +161,13 @@ def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
                              "built-in library is used only when --library is given")
 
 
+def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", type=output_path, metavar="FILE",
+                        help="write the JSON report here (-: to stdout)")
+    parser.add_argument("--markdown", type=output_path, metavar="FILE",
+                        help="write the Markdown report here (-: to stdout)")
+
+
 def add_commands(commands: Commands) -> None:
     """``check``, ``specs``, ``repro`` and ``upstream``."""
     chk = commands.add_parser("check", help="draw programs, run them on both sides, compare")
@@ -115,9 +177,10 @@ def add_commands(commands: Commands) -> None:
     who.add_argument("--prelude", metavar="CODE",
                      help="Python source that binds `torch` in the candidate's worker")
     chk.add_argument("--python", metavar="PATH", type=_interpreter,
-                     help="interpreter for the candidate's worker")
+                     help="interpreter for the candidate's worker (default: alignbot's "
+                          "own)")
     _add_spec_arguments(chk)
-    chk.add_argument("--jobs", type=_jobs, default=default_jobs(), metavar="N",
+    chk.add_argument("--jobs", type=int, default=default_jobs(), metavar="N",
                      help="check specs in N worker processes, each with its own candidate "
                           "(default: the usable cores); the report does not depend on N")
     chk.add_argument("--shard", metavar="K/N",
@@ -126,26 +189,25 @@ def add_commands(commands: Commands) -> None:
     chk.add_argument("--override", metavar="API=MODULE:ATTR", action="append", default=[],
                      help="candidate callable for one torch API (repeatable)")
     chk.add_argument("--n", type=int, metavar="N", help="draws per spec (default: each spec's)")
-    chk.add_argument("--seed", type=int, default=0, metavar="S")
+    chk.add_argument("--seed", type=int, default=0, metavar="S",
+                     help="the seed of every spec's draws: the same seed, the same report")
     chk.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                      help="per-program limit before the candidate counts as hung")
-    chk.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
-    chk.add_argument("--markdown", type=Path, metavar="FILE",
-                     help="write the Markdown report here")
-    chk.add_argument("--no-progress", action="store_true")
+    _add_report_arguments(chk)
+    chk.add_argument("--no-progress", action="store_true",
+                     help="no progress lines on stderr (the summary still ends the run)")
     chk.add_argument("--no-minimize", action="store_true",
                      help="report findings as drawn: no shrinking, repro scripts or triage")
     chk.add_argument("--shrink-calls", type=int, default=SHRINK_CALLS, metavar="N",
-                     help=f"oracle calls allowed per finding for shrinking "
-                          f"(default {SHRINK_CALLS})")
+                     help="oracle calls allowed per finding for shrinking")
     chk.add_argument("--shrink-seconds", type=float, default=SHRINK_SECONDS, metavar="S",
-                     help=f"seconds allowed per finding for shrinking "
-                          f"(default {SHRINK_SECONDS:g})")
+                     help="seconds allowed per finding for shrinking")
     chk.add_argument("--third", metavar="CODE", action="append", default=[],
                      help="prelude of a third framework used as a triage oracle (repeatable)")
-    chk.add_argument("--third-python", metavar="PATH", help="interpreter for --third")
+    chk.add_argument("--third-python", metavar="PATH",
+                     help="interpreter for --third (default: alignbot's own)")
     chk.add_argument("--tracker", default=DEFAULT_TRACKER, metavar="OWNER/REPO",
-                     help="where upstream drafts are filed (default pytorch/pytorch)")
+                     help="where upstream drafts are filed")
     chk.add_argument("--rtol", type=float, metavar="R",
                      help="relative tolerance for every spec (with --atol)")
     chk.add_argument("--atol", type=float, metavar="A",
@@ -180,17 +242,18 @@ def add_commands(commands: Commands) -> None:
 
     merge = commands.add_parser("merge", help="merge the JSON reports of the shards of one "
                                 "check (--shard K/N) into its report")
-    merge.add_argument("reports", type=Path, nargs="+", metavar="REPORT.json")
-    merge.add_argument("--json", type=Path, metavar="FILE", help="write the JSON report here")
-    merge.add_argument("--markdown", type=Path, metavar="FILE",
-                       help="write the Markdown report here")
+    merge.add_argument("reports", type=Path, nargs="+", metavar="REPORT.json",
+                       help="the JSON reports of the shards")
+    _add_report_arguments(merge)
     merge.set_defaults(func=cmd_merge)
 
     for name, what in (("repro", "print a finding's repro script"),
                        ("upstream", "print a finding's upstream issue draft")):
         sub = commands.add_parser(name, help=what)
-        sub.add_argument("report", type=Path, metavar="REPORT.json")
-        sub.add_argument("fingerprint")
+        sub.add_argument("report", type=Path, metavar="REPORT.json",
+                         help="a JSON report (check --json)")
+        sub.add_argument("fingerprint", help="the finding's fingerprint, as the report and "
+                         "check's summary name it")
         sub.add_argument("--reference-only", action="store_true",
                          help="the PyTorch-alone variant (repro only)")
         sub.set_defaults(func=cmd_repro if name == "repro" else cmd_upstream)
@@ -232,12 +295,30 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
     return specs
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    if args.n is not None and args.n < 1:
-        raise UsageError("--n must be at least 1")
+def _check_numbers(args: argparse.Namespace) -> None:
+    try:
+        check_numbers({"timeout": args.timeout, "draws": args.n, "jobs": args.jobs,
+                       "shrink_calls": args.shrink_calls,
+                       "shrink_seconds": args.shrink_seconds, "rtol": args.rtol,
+                       "atol": args.atol}, FLAGS)
+    except OptionError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
     for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
         if path is not None:
             check_output(flag, path)
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    _check_numbers(args)
+    _check_outputs(args)
+    with stdout_for_reports(args.json, args.markdown) as stdout:
+        return _run_check(args, stdout)
+
+
+def _run_check(args: argparse.Namespace, stdout: TextIO) -> int:
     shard = None
     if args.shard is not None:
         try:
@@ -251,11 +332,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     if (args.rtol is None) != (args.atol is None):
         raise UsageError("give --rtol and --atol together, or neither")
     if args.rtol is not None:
-        if args.rtol < 0 or args.atol < 0:
-            raise UsageError("--rtol and --atol must not be negative")
         specs = [dataclasses.replace(s, rtol=args.rtol, atol=args.atol) for s in specs]
-    if args.shrink_calls < 1 or args.shrink_seconds <= 0:
-        raise UsageError("--shrink-calls and --shrink-seconds must be positive")
     if not TRACKER.fullmatch(args.tracker):
         raise UsageError(f"--tracker {args.tracker!r}: expected OWNER/REPO")
     known = _known_file(args.known)
@@ -263,7 +340,8 @@ def cmd_check(args: argparse.Namespace) -> int:
     previous = _known_file(args.write_known) if args.write_known is not None and \
         args.write_known.exists() else None
     total = sum(args.n or spec.n for spec in specs)
-    progress = Progress.for_stream(total, sys.stderr, enabled=not args.no_progress)
+    progress = Progress.for_stream(total, sys.stderr,
+                                   enabled=not (args.no_progress or args.quiet))
     how = _InWorkers if min(args.jobs, len(specs)) > 1 else _Here
     with stop_on_signals() as signals:
         with contextlib.ExitStack() as stack:
@@ -280,13 +358,13 @@ def cmd_check(args: argparse.Namespace) -> int:
             finally:
                 progress.close()
         return _report(args, result, stopped, config, specs, description, version, known,
-                       baseline, previous)
+                       baseline, previous, stdout)
 
 
 def _report(args: argparse.Namespace, result: CheckResult, stopped: int | None,
             config: CandidateConfig, specs: list[Spec], description: str, version: str,
-            known: KnownFile | None, baseline: BaselineFindings | None, previous: KnownFile | None
-            ) -> int:
+            known: KnownFile | None, baseline: BaselineFindings | None, previous: KnownFile | None,
+            stdout: TextIO) -> int:
     """Classify the findings (known, against the baseline), write the reports and the known
     file, print the summary; the exit status: a stop signal's, else 1 when a finding is new."""
     fixed = _classify(result, known) if known is not None else []
@@ -297,9 +375,9 @@ def _report(args: argparse.Namespace, result: CheckResult, stopped: int | None,
         data["known_fixed"] = fixed
     if baseline is not None:
         data["rechecked"] = rechecked
-    written = write_reports(args.json, args.markdown, data)
+    written = write_reports(args.json, args.markdown, data, stdout)
     if args.write_known is not None:
-        _write_known(args.write_known, data["findings"], previous)
+        _write_known(args.write_known, data["findings"], previous, quiet=args.quiet)
     new = [f for f in result.findings if not _expected(f, known, baseline)]
     count = len(result.findings)
     print(f"alignbot: {len(result.specs_run)} specs, {result.programs_run} programs, "
@@ -325,17 +403,17 @@ def _report(args: argparse.Namespace, result: CheckResult, stopped: int | None,
             print(f"  fixed: {known.source}:{entry['line']} ({entry['entry']}) no longer "
                   "reproduces: fixed — remove it from the file")
     sys.stdout.flush()
-    if result.stats.regions:  # a candidate with a program hook: how its programs ran
+    if result.stats.regions and not args.quiet:  # a program hook: how its programs ran
         print("alignbot: programs run as one region or call by call: " + ", ".join(
             f"{count} {mode}" for mode, count in sorted(result.stats.regions.items())),
             file=sys.stderr)
-    for line in summary(data, written, minimized=not args.no_minimize):
+    for line in [] if args.quiet else summary(data, written, minimized=not args.no_minimize):
         print(line, file=sys.stderr)
     if stopped is not None:
         return stopped
     if args.write_known is not None:
         return 0
-    return 1 if new else 0
+    return FINDINGS if new else 0
 
 
 def _expected(finding: Finding, known: KnownFile | None, baseline: BaselineFindings | None) -> bool:
@@ -383,15 +461,16 @@ def _classify(result: CheckResult, known: KnownFile) -> list[KnownMark]:
     return [entry.mark() for entry in known.fixed(result.findings, result.specs_run)]
 
 
-def _write_known(path: Path, findings: list[FindingEntry], previous: KnownFile | None
-                 ) -> None:
+def _write_known(path: Path, findings: list[FindingEntry], previous: KnownFile | None,
+                 quiet: bool = False) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(write_known(findings, previous))
     except OSError as exc:
         raise UsageError(f"--write-known {path}: {exc.strerror}") from exc
-    print(f"alignbot: wrote {len(findings)} finding(s) to {path}; fill in each reason",
-          file=sys.stderr)
+    if not quiet:
+        print(f"alignbot: wrote {len(findings)} finding(s) to {path}; fill in each reason",
+              file=sys.stderr)
 
 
 def _minimize(findings: list[Finding], specs: list[Spec], candidate: CandidateProcess,
@@ -515,9 +594,12 @@ def _check_and_minimize(run: _Here | _InWorkers, minimize: bool,
 
 
 def cmd_merge(args: argparse.Namespace) -> int:
-    for flag, path in (("--json", args.json), ("--markdown", args.markdown)):
-        if path is not None:
-            check_output(flag, path)
+    _check_outputs(args)
+    with stdout_for_reports(args.json, args.markdown) as stdout:
+        return _merge(args, stdout)
+
+
+def _merge(args: argparse.Namespace, stdout: TextIO) -> int:
     loaded = []
     for path in args.reports:
         try:
@@ -528,13 +610,13 @@ def cmd_merge(args: argparse.Namespace) -> int:
         data = shards.merge(loaded)
     except shards.ShardError as exc:
         raise UsageError(f"cannot merge: {exc}") from exc
-    written = write_reports(args.json, args.markdown, data)
+    written = write_reports(args.json, args.markdown, data, stdout)
     count = len(data["findings"])
     print(f"alignbot: {data['specs_run']} specs from {len(loaded)} reports, "
           f"{data['programs_run']} programs: {count} finding{'s' if count != 1 else ''}")
-    for line in summary(data, written, minimized=False)[:1]:
+    for line in [] if args.quiet else summary(data, written, minimized=False)[:1]:
         print(line, file=sys.stderr)
-    return 1 if count else 0
+    return FINDINGS if count else 0
 
 
 def cmd_specs(args: argparse.Namespace) -> int:
@@ -594,24 +676,41 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def run(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> int:
-    """Parse and run one command: its exit status, or 2 after one line for bad input."""
+    """Parse and run one command: its exit status; 2 after one line for bad input, and
+    after the usage with no command; INTERNAL_ERROR after one line for alignbot's own."""
     try:
         args = parser.parse_args(argv)
+    except UsageError as exc:
+        print(f"alignbot: error: {exc}", file=sys.stderr)
+        return USAGE
+    except SystemExit as exc:  # --help, --version
+        return exc.code if isinstance(exc.code, int) else 0
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        return USAGE
+    return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
+    try:
         code: int = args.func(args)
         return code
-    except (UsageError, OutputError) as exc:
+    except (UsageError, OutputError, SpecError, DslError, jobs.WorkerDied,
+            CapabilityError) as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
     except CandidateStartError as exc:
         print(f"alignbot: error: {exc}", file=sys.stderr)
-    except (SpecError, DslError, jobs.WorkerDied, CapabilityError) as exc:
-        print(f"alignbot: error: {exc}", file=sys.stderr)
+        if args.verbose and exc.detail:
+            print(exc.detail.rstrip("\n"), file=sys.stderr)
     except KeyboardInterrupt as exc:
         print("alignbot: interrupted", file=sys.stderr)
         return exit_status(exc)
     except BrokenPipeError:  # `alignbot repro … | head`: the reader went away
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
-    return 2
+    except Exception as exc:  # alignbot's own failure: neither findings nor bad usage
+        return report_internal_error(exc, verbose=args.verbose)
+    return USAGE
 
 
 if __name__ == "__main__":

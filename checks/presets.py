@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 from .candidate import CandidateConfig
+from .installs import PINS, TORCH, lacks
 from .runtime.dtypes import TABLE
 
 
@@ -177,15 +178,15 @@ PRESETS: dict[str, str] = {
     "openvino": _OPENVINO,
 }
 
-_TORCH = "torch==2.13.0+cpu"  # the reference's build: a plain torch==2.13.0 may be CUDA's
-# What each preset's prelude imports at top level, and the pip requirement that provides it:
-# a preset whose interpreter lacks one is refused in one line that says what to install.
+# What each preset's prelude imports at top level, and the pip requirement that provides it
+# (checks/installs.py): a preset whose interpreter lacks one is refused in one line that says
+# what to install.
 REQUIREMENTS: dict[str, dict[str, str]] = {
-    **{name: {"torch": _TORCH} for name in ("torch", "torch-compile", "torch-compile-program",
-                                            "torch-float64", "torch-no-mkldnn")},
-    "paddle": {"paddle": "paddlepaddle==3.3.1"},
-    "torchax": {"torch": _TORCH, "torchax": "'torchax[cpu]==0.0.13'"},
-    "openvino": {"torch": _TORCH, "openvino": "openvino==2026.4.1"},
+    **{name: {"torch": TORCH} for name in ("torch", "torch-compile", "torch-compile-program",
+                                           "torch-float64", "torch-no-mkldnn")},
+    "paddle": {"paddle": PINS["paddle"]},
+    "torchax": {"torch": TORCH, "torchax": PINS["torchax"]},
+    "openvino": {"torch": TORCH, "openvino": PINS["openvino"]},
 }
 # The presets that run in an interpreter of their own, not alignbot's (`--python`).
 OWN_INTERPRETER = frozenset(n for n, needs in REQUIREMENTS.items() if set(needs) != {"torch"})
@@ -218,10 +219,12 @@ _FIND = ("import importlib.util, sys\n"
          f"print({_MISSING!r}, *(m for m in sys.argv[1:] if importlib.util.find_spec(m) is None))")
 
 
-def missing_packages(name: str, python: str, env: dict[str, str] | None = None) -> str | None:
+def missing_packages(name: str, python: str, env: dict[str, str] | None = None,
+                     flags: tuple[str, str] = ("--candidate", "--python")) -> str | None:
     """Why ``python`` cannot run preset ``name`` (what to install there), or None when it has
     every package the preset imports, or when it does not run at all (starting the worker
-    says so)."""
+    says so). ``flags``: how the preset and the interpreter are given (the CLI's, or the
+    pytest plugin's)."""
     needs = REQUIREMENTS.get(name, {})
     if not needs:
         return None
@@ -233,20 +236,17 @@ def missing_packages(name: str, python: str, env: dict[str, str] | None = None) 
     marked = [line for line in found.stdout.splitlines() if line.startswith(_MISSING)]
     said = marked[-1].split()[1:] if found.returncode == 0 and marked else []
     missing = [m for m in needs if m in said]
-    if not missing:
-        return None
-    them = "it" if len(missing) == 1 else "them"
-    return (f"--candidate {name}: {python} has no {' or '.join(missing)}; install {them} "
-            f"there (pip install {' '.join(needs[m] for m in missing)}) or point --python at "
-            f"an interpreter that has {them}")
+    return f"{flags[0]} {name}: {lacks(python, missing, flags[1])}" if missing else None
 
 
 def candidate(preset_name: str | None, prelude: str | None, *, python: str | None = None,
               timeout: float = 60.0, overrides: dict[str, str] | None = None,
-              sys_path: tuple[str, ...] | None = None) -> CandidateConfig:
+              sys_path: tuple[str, ...] | None = None,
+              flags: tuple[str, str] = ("--candidate", "--python")) -> CandidateConfig:
     """The candidate a command names: a built-in preset, or a prelude of the user's own (named
-    ``prelude``). The CLI and the pytest plugin both build theirs here; :class:`NoCandidate`
-    says what is wrong in one line."""
+    ``prelude``). The CLI and the pytest plugin both build theirs here (``flags``: how each
+    spells the preset's and the interpreter's options); :class:`NoCandidate` says what is
+    wrong in one line."""
     if prelude is None and preset_name is None:
         raise NoCandidate("say what to check: a candidate preset or a prelude")
     config = (CandidateConfig(name="prelude", prelude=prelude) if prelude is not None
@@ -254,7 +254,7 @@ def candidate(preset_name: str | None, prelude: str | None, *, python: str | Non
     config = dataclasses.replace(config, python=python or sys.executable, timeout=timeout,
                                  overrides=dict(overrides or {}))
     if prelude is None:
-        problem = missing_packages(config.name, config.python, config.env)
+        problem = missing_packages(config.name, config.python, config.env, flags)
         if problem is not None:
             raise MissingPackage(problem)
     return config if sys_path is None else dataclasses.replace(config, sys_path=sys_path)

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from .known import KNOWN_PATH, KnownEntry, KnownFile, KnownFileError, read_known
+from .options import OptionError, check_numbers
 from .repro_case import case_source
 
 if TYPE_CHECKING:
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
     from .spec import Spec
 
 DEFAULT_PATTERNS = ["align_*.py"]
+# How the plugin's options are named to checks.options.check_numbers
+FLAGS = {"timeout": "--alignbot-timeout", "draws": "--alignbot-draws"}
 _CANDIDATE = pytest.StashKey["CandidateProcess"]()
 _KNOWN = pytest.StashKey[KnownFile]()
 
@@ -83,11 +86,11 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     if config.getoption("alignbot_candidate") and config.getoption("alignbot_prelude"):
         raise pytest.UsageError("give --alignbot-candidate or --alignbot-prelude, not both")
-    draws = config.getoption("alignbot_draws")
-    if draws is not None and draws < 1:
-        raise pytest.UsageError("--alignbot-draws must be at least 1")
-    if config.getoption("alignbot_timeout") <= 0:
-        raise pytest.UsageError("--alignbot-timeout must be positive")
+    try:
+        check_numbers({"timeout": config.getoption("alignbot_timeout"),
+                       "draws": config.getoption("alignbot_draws")}, FLAGS)
+    except OptionError as exc:
+        raise pytest.UsageError(str(exc)) from exc
     candidate_config(config)  # a bad preset or an unreadable prelude fails now, once
     given = config.getoption("alignbot_known")
     path = Path(given) if given else config.rootpath / KNOWN_PATH
@@ -99,7 +102,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def candidate_config(config: pytest.Config) -> CandidateConfig:
-    from .presets import NoCandidate, candidate
+    from .presets import MissingPackage, NoCandidate, candidate
 
     prelude = config.getoption("alignbot_prelude")
     if prelude is not None and prelude.startswith("@"):
@@ -112,7 +115,10 @@ def candidate_config(config: pytest.Config) -> CandidateConfig:
         return candidate(config.getoption("alignbot_candidate"), prelude,
                          python=config.getoption("alignbot_python"),
                          timeout=config.getoption("alignbot_timeout"),
-                         sys_path=None if prelude is None else (str(config.rootpath),))
+                         sys_path=None if prelude is None else (str(config.rootpath),),
+                         flags=("--alignbot-candidate", "--alignbot-python"))
+    except MissingPackage as exc:  # it names the option already
+        raise pytest.UsageError(str(exc)) from exc
     except NoCandidate as exc:
         raise pytest.UsageError(f"--alignbot-candidate: {exc}") from exc
 

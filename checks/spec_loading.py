@@ -67,9 +67,17 @@ class SpecSource:
         by_name = {spec.name: spec for spec in library_specs()} if self.library else {}
         for path in self.files:
             if not path.is_file():
-                raise SpecFileError(f"{path}: no such file")
+                raise SpecFileError(f"{path}: {_not_a_file(path)}")
             try:
                 by_name.update((spec.name, spec) for spec in load_file(path))
             except Exception as exc:
                 raise SpecFileError(f"{path}: {type(exc).__name__}: {exc}") from exc
         return [by_name[name] for name in sorted(by_name)]
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` is no spec file, and what is expected."""
+    if path.is_dir():
+        return ("is a directory; expected a Python file of @autotest specs (one --spec-file "
+                "per file)")
+    return "no such file" if not path.exists() else "not a regular file"

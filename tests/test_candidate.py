@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
 from checks import CandidateConfig, CandidateProcess, CandidateStartError
+from checks.installs import PINS
 from checks.runtime.wire import WireError, read_message, write_message
 
 PROGRAM = {
@@ -156,6 +159,39 @@ def test_missing_interpreter_is_a_start_error() -> None:
 def test_worker_that_exits_during_start_is_a_start_error() -> None:
     with pytest.raises(CandidateStartError, match="exited while starting"):
         CandidateProcess(CandidateConfig("bad", "import os\nos._exit(3)")).start()
+
+
+def _venv(where: Path, *, numpy: bool) -> str:
+    """A fresh virtual environment's interpreter: nothing installed, or NumPy alone (this
+    interpreter's, reached through a .pth file)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(where)], check=True)
+    if numpy:
+        (where / "numpy-only").mkdir()
+        (where / "numpy-only" / "numpy").symlink_to(Path(np.__file__).parent)
+        (site,) = (where / "lib").glob("python3*/site-packages")
+        (site / "numpy-only.pth").write_text(str(where / "numpy-only") + "\n")
+    return str(where / "bin" / "python")
+
+
+def test_an_interpreter_without_numpy_or_torch_is_one_line_with_its_fix(tmp_path: Path
+                                                                        ) -> None:
+    for numpy, failed, missing in ((False, "worker cannot start", "numpy"),
+                                   (True, "prelude failed", "torch")):
+        python = _venv(tmp_path / missing, numpy=numpy)
+        with pytest.raises(CandidateStartError) as raised:
+            CandidateProcess(CandidateConfig("lacking", "import torch", python=python)).start()
+        index = " --extra-index-url https://download.pytorch.org/whl/cpu" * (missing == "torch")
+        assert str(raised.value) == (
+            f"the candidate's {failed}: {python} has no {missing}; install it there (pip "
+            f"install {PINS[missing]}{index}) or point --python at an interpreter that has it")
+        # what --verbose shows
+        assert f"No module named '{missing}'" in raised.value.detail
+
+
+def test_the_worker_needs_the_numpy_this_project_requires() -> None:
+    project = (Path(__file__).parent.parent / "pyproject.toml").read_text()
+    pin = PINS["numpy"].strip("'")
+    assert f'"{pin}",' in project
 
 
 def test_worker_runs_in_the_interpreter_it_is_given() -> None:

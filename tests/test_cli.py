@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import select
@@ -9,15 +10,19 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from checks.cli import main
+from checks.cli import build_parser, main
+from checks.progress import Progress
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PLANTED = str(FIXTURES / "planted_specs.py")
+SEED7 = str(FIXTURES / "planted_report_seed7.json")
 
 
 def _alignbot(*args: str) -> subprocess.CompletedProcess[str]:
@@ -62,12 +67,12 @@ def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -
      "spec broken_specs.typo raised on the reference: AttributeError"),
     (["check", "--candidate", "torch", "--spec-file", PLANTED, "--ops", "zzz*"],
      "no spec matches"),
-    (["check", "--candidate", "torch", "--n", "0"], "--n must be at least 1"),
+    (["check", "--candidate", "torch", "--n", "0"], "--n 0: expected a whole number of draws"),
     (["check", "--candidate", "torch", "--spec-file", "/no/specs.py"], "no such file"),
     (["check", "--candidate", "torch", "--override", "relu"], "expected torch.API=module:attr"),
     (["frobnicate"], "invalid choice"),
-    (["check", "--candidate", "torch", "--jobs", "0"], "argument --jobs: expected a number"),
-    (["check", "--candidate", "torch", "--jobs", "x"], "argument --jobs: expected a number"),
+    (["check", "--candidate", "torch", "--jobs", "0"], "--jobs 0: expected a whole number"),
+    (["check", "--candidate", "torch", "--jobs", "x"], "argument --jobs: invalid int value"),
     (["specs", "--ops", "zzz*"], "no spec matches --ops 'zzz*'"),
     (["specs", "--spec-file", "/no/specs.py"], "--spec-file /no/specs.py: no such file"),
 ])
@@ -307,3 +312,180 @@ def test_the_summary_names_the_packages_the_candidate_imported(
     out = capsys.readouterr().out
     import torch
     assert f"candidate prelude (fastops 1.2.3, torch {torch.__version__}) against torch " in out
+
+
+def _no_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Starting a candidate or drawing fails the test: the input is refused before."""
+    def no_run(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the run started")
+
+    monkeypatch.setattr("checks.cli.CandidateProcess", no_run)
+    monkeypatch.setattr("checks.cli.check", no_run)
+
+
+def test_no_command_prints_the_usage_with_every_command() -> None:
+    proc = subprocess.run([sys.executable, "-m", "bot.cli"], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("usage: alignbot ")
+    for command in ("check", "specs", "merge", "repro", "upstream", "serve", "demo"):
+        assert f"\n    {command} " in proc.stderr, proc.stderr
+    assert "required" not in proc.stderr
+
+
+def test_version_is_the_installed_packages(capsys: Any) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"alignbot {metadata.version('alignbot')}\n"
+
+
+def _actions(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.Action]]:
+    """Every option and argument of ``parser`` and its commands, with the command's name."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from ((f"{name} {where}", a) for where, a in _actions(sub))
+        elif not isinstance(action, (argparse._HelpAction, argparse._VersionAction)):
+            yield "", action
+
+
+def test_every_option_has_help_that_shows_its_default() -> None:
+    from bot.cli import build_parser as app_parser
+
+    for parser in (build_parser(), app_parser()):
+        for where, action in _actions(parser):
+            name = f"{where}{'/'.join(action.option_strings) or action.dest}"
+            assert action.help, f"{name} has no help"
+            default = action.default
+            unset = default is None or default is False or default in ([], "", "==SUPPRESS==")
+            if action.option_strings and not unset:
+                shown = parser._get_formatter()._get_help_string(action) or ""
+                assert "default" in shown, f"{name}: the default {default!r} is not shown"
+    chk = " ".join(_alignbot("check", "--help").stdout.split())
+    assert "--seed S the seed of every spec's draws: the same seed, the same report " \
+        "(default: 0)" in chk
+    assert "--timeout SECONDS per-program limit before the candidate counts as hung " \
+        "(default: 60.0)" in chk
+    assert "--no-progress no progress lines" in chk
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--timeout", "0"], "--timeout 0: expected a number of seconds above 0"),
+    (["--timeout", "-5"], "--timeout -5: expected a number of seconds above 0"),
+    (["--timeout", "nan"], "--timeout nan: expected a number of seconds above 0"),
+    (["--n", "-1"], "--n -1: expected a whole number of draws, 1 or more"),
+    (["--jobs", "0"], "--jobs 0: expected a whole number of worker processes, 1 or more"),
+    (["--shrink-calls", "0"], "--shrink-calls 0: expected a whole number of oracle calls, "
+     "1 or more"),
+    (["--shrink-seconds", "-1"], "--shrink-seconds -1: expected a number of seconds above 0"),
+    (["--rtol", "-1", "--atol", "0"], "--rtol -1: expected a tolerance of 0 or more"),
+])
+def test_a_number_out_of_range_is_one_line_before_anything_starts(
+        args: list[str], message: str, capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    _no_candidate(monkeypatch)
+    assert main(["check", "--candidate", "torch", "--jobs", "1", *args]) == 2
+    assert capsys.readouterr().err == f"alignbot: error: {message}\n"
+
+
+def test_an_internal_error_exits_3_naming_it_and_its_traceback(
+        capsys: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(args: Any) -> Any:
+        raise ZeroDivisionError("a bug\nover two lines")
+
+    monkeypatch.setattr("checks.cli._specs", broken)
+    assert main(["specs"]) == 3
+    (line,) = capsys.readouterr().err.splitlines()
+    start = ("alignbot: error: internal error (a bug in alignbot, exit status 3): "
+             "ZeroDivisionError: a bug over two lines; the traceback is in ")
+    assert line.startswith(start), line
+    traceback = Path(line.removeprefix(start))
+    assert "in broken" in traceback.read_text() and traceback.name.endswith(".txt")
+    traceback.unlink()
+    assert main(["specs", "-v"]) == 3  # -v: the traceback itself, on stderr
+    err = capsys.readouterr().err
+    assert err.startswith("Traceback (most recent call last):") and "in broken" in err
+    assert err.splitlines()[-1].endswith("over two lines; the traceback is above")
+
+
+@pytest.mark.parametrize("flag", ["--json", "--markdown"])
+def test_a_report_to_stdout_is_all_that_stdout_gets(flag: str, tmp_path: Path) -> None:
+    proc = subprocess.run([sys.executable, "-m", "checks.cli", "merge", SEED7, flag, "-"],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(Path(SEED7).read_text())
+    if flag == "--json":
+        assert json.loads(proc.stdout) == report
+    else:
+        assert proc.stdout.startswith("## alignbot: 11 findings")
+    assert "alignbot: 14 specs from 1 reports, 69 programs: 11 findings" in proc.stderr
+    assert "report in stdout" in proc.stderr and not (tmp_path / "-").exists()
+
+
+def test_only_one_report_can_go_to_stdout(capsys: Any) -> None:
+    assert main(["merge", SEED7, "--json", "-", "--markdown", "-"]) == 2
+    assert capsys.readouterr().err == ("alignbot: error: only one report can go to stdout "
+                                       "(-)\n")
+
+
+@pytest.mark.slow
+def test_a_check_with_its_report_on_stdout_prints_nothing_else_there(capsys: Any) -> None:
+    code = main(["check", "--candidate", "torch", "--spec-file", PLANTED, "--ops",
+                 "matmul_clean", "--n", "2", "--jobs", "1", "--markdown", "-"])
+    assert code == 0
+    out, err = capsys.readouterr()
+    assert out.startswith("## alignbot: 0 findings") and "alignbot: 1 specs" not in out
+    assert "alignbot: 1 specs, 2 programs, candidate torch" in err
+
+
+def test_quiet_drops_the_summary_and_the_progress(tmp_path: Path, capsys: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    assert main(["-q", "merge", SEED7, "--json", str(tmp_path / "a.json")]) == 1
+    out, err = capsys.readouterr()
+    assert err == "" and out.startswith("alignbot: 14 specs from 1 reports")
+    assert main(["merge", SEED7, "--json", str(tmp_path / "b.json")]) == 1
+    assert "report in" in capsys.readouterr().err
+    shown: list[bool] = []
+    real = Progress.for_stream
+
+    def for_stream(total: int, stream: Any, enabled: bool = True, **kwargs: Any) -> Progress:
+        shown.append(enabled)
+        return real(total, stream, enabled, **kwargs)
+
+    monkeypatch.setattr("checks.cli.Progress.for_stream", for_stream)
+    for verbosity in (["-q"], []):
+        assert main(["check", *verbosity, "--candidate", "torch", "--python", "/no/python",
+                     "--jobs", "1", "--spec-file", PLANTED, "--ops", "matmul_clean"]) == 2
+    assert shown == [False, True]
+
+
+def test_verbose_shows_what_a_candidate_that_does_not_start_printed(capsys: Any) -> None:
+    args = ["check", "--prelude", "import nowhere_such_module", "--jobs", "1", "--spec-file",
+            PLANTED, "--ops", "matmul_clean"]
+    assert main(args) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line == (f"alignbot: error: the candidate's prelude failed: {sys.executable} has "
+                    f"no nowhere_such_module; install it there or point --python at an "
+                    f"interpreter that has it")
+    assert main([*args, "--verbose"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(line) and "Traceback" in err and "<prelude>" in err
+
+
+def test_a_spec_file_that_is_a_directory_is_said_to_be_one(tmp_path: Path, capsys: Any
+                                                           ) -> None:
+    assert main(["specs", "--spec-file", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == (
+        f"alignbot: error: --spec-file {tmp_path}: is a directory; expected a Python file of "
+        f"@autotest specs (one --spec-file per file)\n")
+
+
+def test_an_interpreter_without_numpy_is_one_line_with_its_fix(tmp_path: Path, capsys: Any
+                                                               ) -> None:
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "bare")],
+                   check=True)
+    python = str(tmp_path / "bare" / "bin" / "python")
+    assert main(["check", "--prelude", "import torch", "--python", python, "--jobs", "1",
+                 "--spec-file", PLANTED, "--ops", "matmul_clean"]) == 2
+    assert capsys.readouterr().err == (
+        f"alignbot: error: the candidate's worker cannot start: {python} has no numpy; install "
+        f"it there (pip install 'numpy>=1.26,<3') or point --python at an interpreter that "
+        f"has it\n")

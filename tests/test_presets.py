@@ -140,9 +140,11 @@ def test_an_interpreter_without_torch_is_told_to_install_the_cpu_build(tmp_path:
     (site / "noisy.pth").write_text("import sys; print('torch torchax openvino ready')\n")
     with pytest.raises(MissingPackage, match=re.escape(
             f"--candidate torchax: {python} has no torch or torchax; install them there (pip "
-            f"install torch==2.13.0+cpu 'torchax[cpu]==0.0.13')")):
+            f"install torch==2.13.0+cpu 'torchax[cpu]==0.0.13' --extra-index-url "
+            f"https://download.pytorch.org/whl/cpu)")):
         candidate("torchax", None, python=python)
-    with pytest.raises(MissingPackage, match=re.escape("(pip install torch==2.13.0+cpu)")):
+    with pytest.raises(MissingPackage, match=re.escape(
+            "(pip install torch==2.13.0+cpu --extra-index-url https://download.pytorch.org/whl/cpu)")):
         candidate("torch-compile", None, python=python)
     # a prelude of the user's own is the user's to get right: the worker says what failed
     assert candidate(None, "import torchax\n", python=python).python == python

@@ -141,7 +141,18 @@ def test_the_plugin_is_idle_without_a_candidate(tmp_path: Path) -> None:
      "give --alignbot-candidate or --alignbot-prelude, not both"),
     (["--alignbot-candidate=nope"], "unknown candidate preset 'nope'"),
     (["--alignbot-prelude=@missing.py"], "--alignbot-prelude missing.py: No such file"),
-    (["--alignbot-candidate=torch", "--alignbot-draws=0"], "--alignbot-draws must be at least 1"),
+    (["--alignbot-candidate=torch", "--alignbot-draws=0"],
+     "--alignbot-draws 0: expected a whole number of draws, 1 or more"),
+    # the command line refuses the same values in the same words (checks/options.py)
+    (["--alignbot-candidate=torch", "--alignbot-timeout=0"],
+     "--alignbot-timeout 0: expected a number of seconds above 0"),
+    (["--alignbot-candidate=torch", "--alignbot-timeout=-5"],
+     "--alignbot-timeout -5: expected a number of seconds above 0"),
+    # pytest's interpreter has no Paddle: the plugin's own options name the fix
+    (["--alignbot-candidate=paddle"],
+     f"ERROR: --alignbot-candidate paddle: {sys.executable} has no paddle; install it there "
+     f"(pip install paddlepaddle==3.3.1) or point --alignbot-python at an interpreter that "
+     f"has it"),
 ])
 def test_bad_options_are_one_readable_line(tmp_path: Path, args: list[str], message: str
                                            ) -> None:

@@ -288,6 +288,18 @@ def test_memory_hog_hits_the_memory_limit(tmp_path: Path, canaries: Secrets) -> 
     assert result.reason.startswith("the engine stopped with exit status 2")
 
 
+def test_an_internal_error_of_the_engine_is_not_blamed_on_the_candidate() -> None:
+    line = ("alignbot: error: internal error (a bug in alignbot, exit status 3): KeyError: "
+            "'x'; the traceback is in /tmp/alignbot-traceback-1.txt")
+    crashed = runner._Run(3, False, b"", f"alignbot: 1/2 programs\n{line}\n".encode(), [], None)
+    assert sandbox._engine_failed(crashed, LIMITS) == (
+        f"the engine failed on an internal error of alignbot (exit status 3), not of the "
+        f"candidate: {line}")
+    refused = runner._Run(2, False, b"", b"alignbot: error: --n 0: expected\n", [], None)
+    assert sandbox._engine_failed(refused, LIMITS) == (
+        "the engine stopped with exit status 2: alignbot: error: --n 0: expected")
+
+
 @pytest.mark.slow
 def test_busy_loop_hits_the_cpu_limit(tmp_path: Path, canaries: Secrets) -> None:
     limits = SandboxLimits(cpu_seconds=3, memory_bytes=2 * GIB, processes=64, wall_seconds=40)

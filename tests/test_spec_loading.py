@@ -65,6 +65,12 @@ def test_a_missing_or_broken_file_is_told_by_its_path(tmp_path: Path) -> None:
         SpecSource(library=False, files=(broken,)).load()
 
 
+def test_a_directory_is_no_spec_file_and_said_to_be_one(tmp_path: Path) -> None:
+    with pytest.raises(SpecFileError, match=r": is a directory; expected a Python file of "
+                                            r"@autotest specs \(one --spec-file per file\)$"):
+        SpecSource(library=False, files=(tmp_path,)).load()
+
+
 def test_the_library_holds_the_library_specs_only(tmp_path: Path) -> None:
     load_file(spec_file(tmp_path, "loading_mine", "exp"))
     library = library_specs()

@@ -198,6 +198,17 @@ def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list
             return _result(runs, report, None)
         return _result(runs, None, f"the engine exited with status {run.exit_code} but "
                                    f"{problem}")
+    return _result(runs, None, _engine_failed(run, limits))
+
+
+def _engine_failed(run: _Run, limits: SandboxLimits) -> str:
+    """Why the engine wrote no report: alignbot's own failure is told apart from the
+    candidate's (bad options, a candidate that does not start, a limit)."""
+    from checks.api import INTERNAL_ERROR
+
     line = _last_line(run.stderr)
-    return _result(runs, None, f"the engine stopped with exit status {run.exit_code}"
-                               f"{': ' + line if line else ''}" + run.hint(limits))
+    said = f": {line}" if line else ""
+    if run.exit_code == INTERNAL_ERROR:
+        return f"the engine failed on an internal error of alignbot (exit status " \
+               f"{INTERNAL_ERROR}), not of the candidate{said}"
+    return f"the engine stopped with exit status {run.exit_code}{said}" + run.hint(limits)

@@ -21,14 +21,23 @@ import traceback
 import types
 from typing import Any
 
+# The line a worker whose interpreter lacks a module the runtime needs (NumPy) ends with:
+# the engine turns it into one line that says what to install.
+MISSING_MARK = "alignbot-worker-missing:"
+
 try:
-    from .region import replay_program
-    from .replay import Hooks
-    from .wire import WireError, read_message, write_message
-except ImportError:
-    from region import replay_program  # type: ignore[no-redef]
-    from replay import Hooks  # type: ignore[no-redef]
-    from wire import WireError, read_message, write_message  # type: ignore[no-redef]
+    try:
+        from .region import replay_program
+        from .replay import Hooks
+        from .wire import WireError, read_message, write_message
+    except ImportError:
+        from region import replay_program  # type: ignore[no-redef]
+        from replay import Hooks  # type: ignore[no-redef]
+        from wire import WireError, read_message, write_message  # type: ignore[no-redef]
+except ModuleNotFoundError as _missing:
+    traceback.print_exc()  # for --verbose; the marked line is what the engine reads
+    sys.stderr.write(f"{MISSING_MARK} {_missing.name}\n")
+    raise SystemExit(1) from None
 
 
 def _load_callable(spec: str) -> Any:
@@ -209,7 +218,9 @@ def main() -> int:
                 torch, hooks, declared = _start(message)
             except BaseException as exc:  # the prelude is user code: report anything
                 write_message(out, {"ok": False, "error": f"{type(exc).__name__}: {exc}",
-                                    "traceback": traceback.format_exc(limit=6)})
+                                    "traceback": traceback.format_exc(limit=6),
+                                    "missing": exc.name if isinstance(
+                                        exc, ModuleNotFoundError) else None})
                 continue
             write_message(out, {"ok": True, "version": str(getattr(torch, "__version__", "?")),
                                 "module": getattr(torch, "__name__", "?"),
