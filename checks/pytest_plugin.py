@@ -211,7 +211,7 @@ class SpecItem(pytest.Item):
         if isinstance(excinfo.value, AlignmentFailure):
             folder = _repro_dir(self.config) if any(
                 f.extra.get("repro") for f in excinfo.value.findings) else None
-            python = candidate_config(self.config).python
+            python = _candidate(self.config).config.python  # the one that ran
             return "\n\n".join(describe(f, folder, python) for f in excinfo.value.findings)
         return str(super().repr_failure(excinfo, style=style))
 
