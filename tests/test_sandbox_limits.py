@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sandbox_repo import needs_bwrap, needs_root, run_hostile
 
-from bot.sandbox import MIB, Containment, SandboxLimits, cgroup
+from bot.sandbox import MIB, Containment, SandboxLimits, _start_time, cgroup
 
 pytestmark = [needs_root, needs_bwrap]
 
@@ -120,7 +120,10 @@ def test_hierarchies_are_found_from_the_mount_table() -> None:
 def test_a_group_holds_its_processes_and_kills_them_all(tmp_path: Path) -> None:
     """The real cgroup file system: a group is made, a process tree joins it, ``kill`` ends
     every process in it (including one that left its session), ``remove`` leaves nothing."""
-    name = f"alignbot-sandbox-test{secrets.token_hex(4)}.{os.getpid()}-0"
+    # named as a live service names its groups (its pid and start time): a sweep of stale
+    # groups that another test runs meanwhile (test_sandbox_workspace) leaves it alone
+    name = cgroup.group_name(f"alignbot-sandbox-test{secrets.token_hex(4)}", os.getpid(),
+                             _start_time(os.getpid()))
     group = cgroup.Cgroup.create(name, cgroup.CgroupLimits(256 * MIB, 16, 1.0))
     if not group.dirs:
         pytest.skip(f"no cgroup can be made here: {group.missing}")
