@@ -24,7 +24,6 @@ from typing import Any
 
 import uvicorn
 from fastapi import APIRouter, FastAPI
-from sqlalchemy import text
 from sqlalchemy.engine import Engine, make_url
 
 from . import alignment, commands, logs, reminders, sharding, status, trust, workdir
@@ -38,7 +37,14 @@ from .queue import SqlJobQueue
 from .sandbox import Containment, SandboxLimits, remove_stale, run_check
 from .settings import Settings
 from .shard_groups import ShardGroups
-from .startup import check_app, check_key, database_location, first_line, wait_for_database
+from .startup import (
+    check_app,
+    check_key,
+    database_location,
+    first_line,
+    ping,
+    wait_for_database,
+)
 from .storage import migrate
 from .webhooks import WebhookRouter
 from .worker import Worker, retry_policy
@@ -314,8 +320,7 @@ def work(settings: Settings, stop: threading.Event | None = None) -> None:
 def _answers(engine: Engine) -> bool:
     """Whether the database answers a query now."""
     try:
-        with engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
+        ping(engine)
     except Exception as error:
         log.warning("the database does not answer: %s", first_line(error))
         return False

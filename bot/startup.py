@@ -127,8 +127,7 @@ def wait_for_database(settings: Settings, *, retry_every: float = DATABASE_RETRY
     while True:
         tries += 1
         try:
-            with engine.connect() as connection:
-                connection.execute(text("SELECT 1"))
+            ping(engine)
             return engine
         except (OperationalError, InterfaceError) as error:
             reason = first_line(error)
@@ -143,6 +142,12 @@ def wait_for_database(settings: Settings, *, retry_every: float = DATABASE_RETRY
             log.warning("the database (%s) does not answer yet (%s); trying again in %.1f s, "
                         "%.0f s left", where, reason, pause, left)
             sleep(pause)
+
+
+def ping(engine: Engine) -> None:
+    """One query the database must answer (it raises what the driver raises)."""
+    with engine.connect() as connection:
+        connection.execute(text("SELECT 1"))
 
 
 def first_line(error: Exception) -> str:

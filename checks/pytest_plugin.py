@@ -31,7 +31,7 @@ import pytest
 
 from .known import KNOWN_PATH, KnownEntry, KnownFile, KnownFileError, read_known
 from .options import OptionError, check_numbers
-from .repro_case import case_source
+from .repro_case import case_source, starts_the_candidate
 
 if TYPE_CHECKING:
     from .candidate import CandidateConfig, CandidateProcess
@@ -275,7 +275,7 @@ def describe(finding: Finding, folder: Path | None = None,
             lines += ["the case, run on PyTorch and on the candidate:", case]
         path = folder / f"{finding.fingerprint}.py"
         path.write_text(repro)
-        other = f" --python {shlex.quote(python)}" if "--candidate-side" in repro and \
+        other = f" --python {shlex.quote(python)}" if starts_the_candidate(repro) and \
             python != sys.executable else ""
         lines.append(f"repro ({state}: exits 1 while the bug is there): "
                      f"python {shlex.quote(str(path))}{other}")

@@ -39,6 +39,7 @@ from .findings import Finding, Kind
 from .oracle import reference_observations
 from .program import BackwardPlan, Program, call_args, call_kwargs, is_step
 from .report import environment
+from .repro_case import starts_the_candidate
 from .runtime.dtypes import FLOAT_DTYPES
 from .runtime.literals import ref_of, refs
 from .runtime.replay import NOT_COMPUTING_CALLS, NOT_COMPUTING_METHODS, NOT_COMPUTING_PREFIXES
@@ -381,7 +382,7 @@ def verify(script: str, finding: Finding, config: CandidateConfig, timeout: floa
     """Run the repro as a user would (empty folder, the candidate's interpreter and import
     path, the candidate in a fresh interpreter): verified when it fails with the finding's
     kind at the finding's op, and its control run agrees."""
-    two_process = "--candidate-side" in script
+    two_process = starts_the_candidate(script)
     args = ["--python", config.python] if two_process else []
     env = candidate_env(config)
     if two_process:

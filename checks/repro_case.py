@@ -1,5 +1,6 @@
-"""A repro script's case: its ``case()`` function, the inputs and the call it runs on both
-sides, which is what a reader of a failure or a comment needs before the whole script."""
+"""What a repro script says of itself: its case (the ``case()`` function, the inputs and the
+call it runs on both sides, which a reader of a failure or a comment needs before the whole
+script) and whether it starts the candidate's interpreter itself."""
 
 from __future__ import annotations
 
@@ -27,3 +28,12 @@ def case_source(repro: str, limit: int = CASE_LINES) -> str | None:
                 return None
             return source
     return None
+
+
+CANDIDATE_SIDE = "--candidate-side"  # how a two-process script runs its candidate's side
+
+
+def starts_the_candidate(script: str) -> bool:
+    """Whether ``script`` is of the two-process form: it starts the candidate's interpreter
+    itself (``--python PATH``, default the one running it)."""
+    return CANDIDATE_SIDE in script
