@@ -22,8 +22,14 @@ from .program import (
 )
 from .report_types import FindingEntry, FindingExtra
 from .runtime.literals import node_refs, refs
+from .runtime.program_types import GRAD_AFTER, IN_PROGRAM_BACKWARDS
 from .runtime.region import PROGRAM_KEY
-from .runtime.replay import per_call
+from .runtime.replay import (
+    NOT_COMPUTING_CALLS,
+    NOT_COMPUTING_METHODS,
+    NOT_COMPUTING_PREFIXES,
+    per_call,
+)
 from .signatures import (
     describe_key,
     error_cause,
@@ -126,7 +132,7 @@ def _example(message: str) -> str:
 def _kind_for(key: str, mismatch: Mismatch) -> Kind:
     if mismatch.aspect in ("reference-error", "candidate-error", "missing-api"):
         return Kind(mismatch.aspect)
-    if key.startswith("grad:"):
+    if key.startswith("grad:") or GRAD_AFTER in key:
         return Kind.GRAD
     if mismatch.aspect == "shape":
         return Kind.SHAPE
@@ -188,6 +194,9 @@ def judge_all(program: Program, ref: Observations, cand: Observations, spec: str
     for key in (k for k in ref if is_forward(k)):
         node = nodes[node_of(key)]
         mismatch = compare(ref[key], cand.get(key), rtol, atol)
+        if mismatch is not None and GRAD_AFTER in key \
+                and _kind_for(key, mismatch) is Kind.GRAD:
+            return [_leaf_gradient(program, key, mismatch, node, finding)]
         if mismatch is not None:
             return [finding(key, mismatch, node["id"], target_of(node))]
         if backpropagates(program) and detached(ref[key], cand.get(key)):
@@ -233,8 +242,7 @@ def judge_gradients(program: Program, ref: Observations, cand: Observations, spe
 
 
 # the calls that run a backward inside the program (a training step's ``loss.backward()``)
-BACKWARD_CALLS = frozenset({"torch.Tensor.backward", "torch.autograd.backward",
-                            "torch.autograd.grad"})
+BACKWARD_CALLS = IN_PROGRAM_BACKWARDS | {"torch.autograd.grad"}
 
 
 def backpropagates(program: Program) -> bool:
@@ -265,6 +273,86 @@ def _detached(program: Program, ref: Observations, cand: Observations, key: str,
                    signature=f"{role(program, key, node['id'])} detached",
                    cause="detached: the compiled region's results have no grad_fn"
                    if region else "")
+
+
+def _leaf_gradient(program: Program, key: str, mismatch: Mismatch, backward: Node,
+                   finding: Callable[..., Finding]) -> Finding:
+    """A leaf's ``.grad`` differs just after the program's own backward (``loss.backward()``):
+    charged to the call through which the gradient reaches the leaf, the last tensor
+    computation of that step (since the previous backward) that takes the leaf, or its
+    module for a parameter. A leaf no call of this step takes got its gradient in an earlier
+    step, where it agreed: this backward wrote into memory the candidate had handed out as
+    that gradient, and the call of the step that wrote it is named. Where the calls that
+    take it are of more than one API, each may have sent its share: the backward call itself
+    is named. (A wrong gradient that comes from further down the graph arrives through the
+    same call: the message says how the call was chosen.)"""
+    leaf = key.split(GRAD_AFTER, 1)[1]
+    steps = _steps(program, backward["id"])
+    here = _takers(steps[-1], leaf.split(":", 1)[0], program)
+    if here is not None:
+        if not here:
+            return finding(key, mismatch, backward["id"], target_of(backward))
+        taker = here[-1]
+        note = (f" (the gradient reaches {leaf} through {target_of(taker)} ({taker['id']}), "
+                f"the last call before {target_of(backward)} ({backward['id']}) that takes it)")
+        return finding(key, mismatch, taker["id"], target_of(taker), note)
+    for step in reversed(steps[:-1]):
+        earlier = _takers(step, leaf.split(":", 1)[0], program)
+        if earlier is None:
+            continue
+        if not earlier:
+            break
+        taker = earlier[-1]
+        note = (f" (its gradient was written through {target_of(taker)} ({taker['id']}) in an "
+                f"earlier step and changed during {target_of(backward)} ({backward['id']}), "
+                f"whose graph does not hold {leaf}: the candidate reused memory it had "
+                "handed out as that gradient)")
+        return finding(key, mismatch, taker["id"], target_of(taker), note)
+    return finding(key, mismatch, backward["id"], target_of(backward))
+
+
+def _steps(program: Program, backward_id: str) -> list[list[Node]]:
+    """The tensor computations of each step up to ``backward_id``: the calls before each of
+    the program's own backward calls, since the previous one."""
+    modules = {n["id"] for n in program["nodes"] if n["op"] == "module"}
+    steps: list[list[Node]] = [[]]
+    for node in program["nodes"]:
+        if node["id"] == backward_id:
+            break
+        if is_call(node) and node["target"] in IN_PROGRAM_BACKWARDS:
+            steps.append([])
+        elif _computes(node, modules):
+            steps[-1].append(node)
+    return steps
+
+
+def _takers(step: list[Node], base: str, program: Program) -> list[Node] | None:
+    """The calls of ``step`` that take ``base`` (a value, or a module for its parameters):
+    None when there are none, [] when they are of more than one API."""
+    modules = {n["id"] for n in program["nodes"] if n["op"] == "module"}
+    takers = [n for n in step if base in {ref.split(".")[0] if ref.split(".")[0] in modules
+                                          else ref for ref in node_refs(n)}]
+    if not takers:
+        return None
+    return takers if len({target_of(n) for n in takers}) == 1 else []
+
+
+def _computes(node: Node, modules: set[str]) -> bool:
+    """A tensor computation, as ``alignbot_wrap`` sees one (checks.runtime.replay.computes),
+    told from the program alone: a module invoked, a tensor method other than those that
+    drive autograd, a function that is not the autograd machinery, an optimizer or a
+    setting."""
+    if node["op"] == "invoke":
+        return True
+    if node["op"] == "method":
+        owner = refs(call_args(node)[:1])
+        return bool(owner) and owner[0].split(".")[0] not in modules \
+            and node.get("name") not in NOT_COMPUTING_METHODS \
+            and not node["target"].startswith(NOT_COMPUTING_PREFIXES)
+    if node["op"] != "call":
+        return False
+    target = node["target"]
+    return target not in NOT_COMPUTING_CALLS and not target.startswith(NOT_COMPUTING_PREFIXES)
 
 
 def _finder(program: Program, ref: Observations, cand: Observations, spec: str

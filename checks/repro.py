@@ -42,6 +42,7 @@ from .report import environment
 from .repro_case import starts_the_candidate
 from .runtime.dtypes import FLOAT_DTYPES
 from .runtime.literals import ref_of, refs
+from .runtime.program_types import GRAD_AFTER
 from .runtime.replay import NOT_COMPUTING_CALLS, NOT_COMPUTING_METHODS, NOT_COMPUTING_PREFIXES
 from .signatures import node_of
 
@@ -116,6 +117,10 @@ def _returns(program: Program, finding: Finding, names: dict[str, str],
     nodes = {n["id"]: n for n in program["nodes"]}
     key = finding.key
     plan = program.get("backward")
+    if GRAD_AFTER in key:  # a leaf's .grad just after the program's own backward
+        base, _, attr = key.split(GRAD_AFTER, 1)[1].partition(":")
+        expr = (f"{names[base]}.{attr}" if attr else _ref_name(names, base)) + ".grad"
+        return [f"return {{{expr!r}: {expr}}}"], GRAD_KIND
     if (finding.kind is Kind.GRAD or key == "backward") and plan:
         return _grad_lines(program, plan, names, float_dtype, device), GRAD_KIND
     if "!self" in key:
@@ -180,6 +185,7 @@ def body(program: Program, finding: Finding, hooked: bool = False, device: bool 
          float_dtype: str | None = None) -> tuple[list[str], str]:
     """The lines of ``case()``: the inputs, the call (the backward call with its upstream
     gradient for gradient findings) and what it returns; and the kind of a differing value."""
+    program = through_finding(program, finding)
     names = variable_names(program)
     lines = list(statements(program, wrap=hooked, float_dtype=float_dtype, names=names,
                             device=device))
@@ -190,6 +196,19 @@ def body(program: Program, finding: Finding, hooked: bool = False, device: bool 
         lines[-1:] = [] if assigned[2].isidentifier() else [assigned[2]]
     return [piece for line in lines + returns for piece in fold(line, LINE_LIMIT - 4)], \
         value_kind
+
+
+def through_finding(program: Program, finding: Finding) -> Program:
+    """The program up to the call where the finding's value is read when that value is
+    the ``.grad`` a backward call leaves (a later ``zero_grad()`` would clear it), else the
+    program as it is."""
+    if GRAD_AFTER not in finding.key:
+        return program
+    at = node_of(finding.key)
+    index = next((i for i, n in enumerate(program["nodes"]) if n["id"] == at), None)
+    if index is None:
+        return program
+    return {**program, "nodes": program["nodes"][:index + 1]}
 
 
 def fold(line: str, limit: int) -> list[str]:

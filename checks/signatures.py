@@ -12,6 +12,7 @@ from .compare import compare_tensors, tolerance
 from .program import Node, Program, call_args, call_kwargs
 from .runtime.dtypes import BY_NAME, TABLE
 from .runtime.literals import refs
+from .runtime.program_types import GRAD_AFTER
 from .runtime.replay import AUTOGRAD_KEY
 
 _QUOTED = re.compile(r"'[^'\n]*'|\"[^\"\n]*\"|`[^`\n]*`")
@@ -136,6 +137,9 @@ def role(program: Program, key: str, node_id: str) -> str:
             rest = value[len(node_id):]
             return f"{head}:out{rest}" if rest[:1] != ":" else f"{head}:param{rest}"
         return f"{head}:{'upstream' if node is None else _position(node, value)}"
+    if GRAD_AFTER in key:  # a leaf's .grad after the program's own backward
+        leaf = key.split(GRAD_AFTER, 1)[1]
+        return f"grad:{'leaf' if node is None else _position(node, leaf)}"
     if "!" in key:
         return key.split("!", 1)[1]
     return "out" + key[len(node_of(key)):]
@@ -162,6 +166,8 @@ def describe_key(key: str) -> str:
         return f"the tensor mutated by {node_of(key)}"
     if "!state." in key:
         return f"module buffer {key.split('!state.', 1)[1]} after {node_of(key)}"
+    if GRAD_AFTER in key:
+        return f"the gradient of {key.split(GRAD_AFTER, 1)[1]} after {node_of(key)}"
     if "!" in key:
         return f"the tensor {node_of(key)} wrote into ({key.split('!', 1)[1]})"
     if key == "backward":

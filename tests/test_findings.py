@@ -5,6 +5,7 @@ state left unwritten, a wrong gradient inside a call), the finding names its cal
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 from checks import CandidateConfig, CandidateProcess, random_tensor
+from checks.cli import main
 from checks.engine import CheckResult, check, draw_programs
 from checks.findings import (
     BACKWARD_OP,
@@ -336,6 +338,40 @@ def test_a_cut_graph_met_by_the_programs_own_backward_is_named_at_its_call() -> 
     assert "has no grad_fn" in finding.message and "AddmmBackward0" in finding.message
 
 
+@pytest.mark.slow
+def test_a_wrong_gradient_that_only_an_optimizer_step_reads_is_named_at_its_call(
+        tmp_path: Path) -> None:
+    """A training step has no backward plan: ``nn.Conv1d`` sends a wrong gradient to its
+    weight, ``loss.backward()`` leaves it in ``weight.grad`` and ``SGD.step`` applies it. The
+    finding is the weight's gradient just after the backward, at ``nn.Conv1d`` (not at the
+    step that read it), and its repro, cut after that backward, is verified."""
+    report = tmp_path / "report.json"
+    code = main(["check", "--prelude", (FIXTURES / "bug_forms_prelude.py").read_text(),
+                 "--spec-file", str(FIXTURES / "bug_forms_specs.py"),
+                 "--ops", "*conv_in_a_training_step", "--json", str(report),
+                 "--no-progress", "--jobs", "1"])
+    assert code == 1
+    findings = json.loads(report.read_text())["findings"]
+    assert [(f["kind"], f["op"]) for f in findings] == [("grad-mismatch", "torch.nn.Conv1d")]
+    (finding,) = findings
+    assert "!grad." in finding["observation"] and finding["signature"].startswith(
+        "grad:arg0:weight")
+    assert "the gradient of" in finding["message"] and "through torch.nn.Conv1d" in \
+        finding["message"]
+    assert finding["repro_verified"], finding.get("repro_verify_note")
+    assert ".weight.grad" in finding["repro"]
+
+
+def test_a_gradient_written_again_by_a_later_backward_is_named_at_the_call_that_wrote_it(
+        forms_run: CheckResult) -> None:
+    """The second step's backward halves the first step's input gradient, which its graph
+    does not hold: named at the first step's ``nn.Conv2d``, through which that gradient
+    came, not at the optimizer's step or ``Tensor.backward``."""
+    (finding,) = _found(forms_run, "two_training_steps")
+    assert (finding.kind, finding.op) == (Kind.GRAD, "torch.nn.Conv2d")
+    assert "!grad." in finding.key and "reused memory" in finding.message
+
+
 def test_a_gradient_that_never_arrives_is_named_at_the_call_that_dropped_it(
         forms_run: CheckResult) -> None:
     (finding,) = _found(forms_run, "mul_of_two_leaves")
@@ -368,4 +404,4 @@ def test_a_wrong_gradient_inside_a_call_whose_last_node_agrees_is_named_at_the_c
 
 def test_every_form_is_one_finding_per_op_and_nothing_else(forms_run: CheckResult) -> None:
     assert BACKWARD_OP not in {f.op for f in forms_run.findings}
-    assert len(forms_run.findings) == len({f.op for f in forms_run.findings}) == 7
+    assert len(forms_run.findings) == len({f.op for f in forms_run.findings}) == 9

@@ -203,6 +203,13 @@ def is_op_call(node: Node) -> bool:
     return node["op"] not in ("input", "module", "getattr")
 
 
+# The calls that run a backward pass inside a program (a training step's ``loss.backward()``):
+# after one, every leaf's ``.grad`` is observed (``v9!grad.v0:weight``, ``v9!grad.v3``).
+IN_PROGRAM_BACKWARDS = frozenset({"torch.Tensor.backward", "torch.autograd.backward"})
+# what the key of a leaf's gradient after such a call holds between the call and the leaf
+GRAD_AFTER = "!grad."
+
+
 def target_of(node: Node) -> str:
     """What a node calls (``torch.add``); ``input`` for an input."""
     return node["target"] if is_call(node) else "input"

@@ -29,7 +29,14 @@ import numpy as np
 try:  # imported as part of the ``checks`` package in the engine
     from .dtypes import COMPLEX_DTYPES
     from .literals import is_ref, ref_of
-    from .program_types import call_args, call_kwargs, is_call, is_op_call
+    from .program_types import (
+        GRAD_AFTER,
+        IN_PROGRAM_BACKWARDS,
+        call_args,
+        call_kwargs,
+        is_call,
+        is_op_call,
+    )
     from .values import (
         cast_input,
         decode_array,
@@ -44,6 +51,8 @@ except ImportError:  # imported as a top-level module inside the worker
     from dtypes import COMPLEX_DTYPES  # type: ignore[no-redef]
     from literals import is_ref, ref_of  # type: ignore[no-redef]
     from program_types import (  # type: ignore[no-redef]
+        GRAD_AFTER,
+        IN_PROGRAM_BACKWARDS,
         call_args,
         call_kwargs,
         is_call,
@@ -367,6 +376,41 @@ def observe_result(torch: Any, node: Node, result: Any,
             out[f"{node_id}!state.{name}"] = observe(torch, buf)
     if node["op"] == "method" and node.get("name") == "step" and is_ref(node["args"][0]):
         out.update(_stepped(torch, node_id, values[node["args"][0]["ref"]]))
+    if node.get("target") in IN_PROGRAM_BACKWARDS:
+        out.update(leaf_gradients(torch, node_id, values))
+    return out
+
+
+def leaf_gradients(torch: Any, node_id: str, values: dict[str, Any]) -> Observations:
+    """Every leaf's ``.grad`` just after a backward the program itself runs (``loss.backward()``
+    in a training step): the inputs that require a gradient and the modules' parameters, each
+    once (``v9!grad.v0:weight``, ``v9!grad.v3``). A wrong gradient shows here, at the call
+    that computed it, not at the optimizer's step that reads it later."""
+    out: Observations = {}
+    seen: set[int] = set()
+
+    def add(key: str, tensor: Any) -> None:
+        if id(tensor) in seen:
+            return
+        seen.add(id(tensor))
+        try:
+            grad = tensor.grad
+        except Exception as exc:  # a framework whose tensors cannot give their gradient
+            out[f"{node_id}{GRAD_AFTER}{key}"] = observe_error(exc)
+            return
+        out[f"{node_id}{GRAD_AFTER}{key}"] = observe(torch, grad)
+
+    module_type: Any = getattr(getattr(torch, "nn", None), "Module", ())
+    for key, value in list(values.items()):
+        if is_tensor(torch, value):
+            with contextlib.suppress(Exception):
+                if value.requires_grad is True and value.is_leaf is True:
+                    add(key, value)
+        elif isinstance(value, module_type):
+            with contextlib.suppress(Exception):
+                for name, param in value.named_parameters():
+                    if param.requires_grad is True:
+                        add(f"{key}:{name}", param)
     return out
 
 
