@@ -160,3 +160,29 @@ def test_a_region_that_fails_where_a_call_raises_too_is_that_calls_finding() -> 
 
 def _raise(*args: Any, **kwargs: Any) -> Any:
     raise RuntimeError("exp is broken")
+
+
+def test_gradients_a_later_backward_changes_run_call_by_call_and_match_the_reference() -> None:
+    """The leaves' ``.grad`` is observed after each backward the program runs: a region
+    could only show them after its last call, so a program with two backwards runs call by
+    call and gives the reference's gradients after each."""
+    import torch
+
+    from checks import random_tensor
+    from checks.program import reference_observations
+
+    def spec(torch: Any) -> Any:
+        x = random_tensor(shape=(3,))
+        (x * 2).sum().backward()
+        (x * 3).sum().backward()
+        return x * 1
+
+    program = _first_program(Spec(name="two_backwards", fn=spec, n=1))
+    obs = replay_program(torch, program, Hooks(program=lambda f: f))
+    assert obs.pop("program") == {"t": "program", "mode": "eager",
+                                  "reason": "gradients that a later call of the program changes"}
+    ref = reference_observations(program)
+    grads = [k for k in ref if "!grad." in k]
+    assert len(grads) == 2
+    for key in grads:
+        assert (obs[key]["data"] == ref[key]["data"]).all(), key

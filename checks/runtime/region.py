@@ -25,8 +25,10 @@ the reference's keys, so the note is never compared): a call expected to raise, 
 call (its ``!self`` and the inputs' final values are observed after that call, not after the
 region), a module built from a computed value or called twice (its state is observed after
 each call), and a region that raised (the eager replay then shows which call raises, if any;
-a compiler that fails where eager does not is named in the reason). Data-dependent shapes
-need nothing here: a compiler splits its region itself (graph breaks).
+a compiler that fails where eager does not is named in the reason), and a program whose own
+``backward()`` leaves gradients that a later call changes (a second backward, a
+``zero_grad()``: the leaves' gradients are observed after each backward call).
+Data-dependent shapes need nothing here: a compiler splits its region itself (graph breaks).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 try:  # imported as part of the ``checks`` package in the engine
     from .literals import ref_of, refs
-    from .program_types import is_step
+    from .program_types import IN_PROGRAM_BACKWARDS, is_call, is_step
     from .replay import (
         Hooks,
         Observations,
@@ -52,7 +54,11 @@ try:  # imported as part of the ``checks`` package in the engine
     from .values import is_tensor
 except ImportError:  # imported as a top-level module inside the worker
     from literals import ref_of, refs  # type: ignore[no-redef]
-    from program_types import is_step  # type: ignore[no-redef]
+    from program_types import (  # type: ignore[no-redef]
+        IN_PROGRAM_BACKWARDS,
+        is_call,
+        is_step,
+    )
     from replay import (  # type: ignore[no-redef]
         Hooks,
         Observations,
@@ -104,6 +110,13 @@ def eager_reason(program: Program) -> str | None:
     invoked = [ref_of(n["args"][0]) for n in calls if n["op"] == "invoke"]
     if len(invoked) != len(set(invoked)):
         return "a module called twice"
+    backwards = [i for i, n in enumerate(nodes)
+                 if is_call(n) and n["target"] in IN_PROGRAM_BACKWARDS]
+    if len(backwards) > 1 or (backwards and any(
+            n.get("name") == "zero_grad" for n in nodes[backwards[0] + 1:])):
+        # the leaves' gradients are observed after each backward; after a region, only the
+        # last ones could be
+        return "gradients that a later call of the program changes"
     return None
 
 
