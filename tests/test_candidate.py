@@ -248,13 +248,16 @@ def test_the_packages_the_prelude_imports_are_recorded_with_their_versions(
     _package(tmp_path, "fastops", "__version__ = '1.2.3'\n")
     _package(tmp_path, "plainops", dist_version="0.4.post1")
     _package(tmp_path, "evilops", "__version__ = '1.0 <img src=x onerror=alert(1)>'\n")
+    _package(tmp_path, "buildops", "__version__ = '2.1.0-5-e213a1-releases/2/1'\n",
+             dist_version="2.1.0")  # its own says more than a version: the distribution's
     _package(tmp_path, "oddops", "class V(str):\n    def strip(self):\n        return '@all'\n"
              "__version__ = V('2.0')\n")
     prelude = ("import json, os.path\nimport torch\nimport fastops\nfrom plainops import *\n"
-               "import evilops\nimport oddops\n")
+               "import evilops\nimport oddops\nimport buildops\n")
     candidate = make_candidate(prelude, sys_path=(str(tmp_path),))
     assert candidate.packages == {"torch": str(torch.__version__), "fastops": "1.2.3",
-                                  "plainops": "0.4.post1", "oddops": "2.0"}
+                                  "plainops": "0.4.post1", "oddops": "2.0",
+                                  "buildops": "2.1.0"}
 
 
 def test_what_the_worker_says_it_imported_is_bounded_and_checked() -> None:

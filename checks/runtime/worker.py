@@ -149,24 +149,29 @@ def package_versions(prelude: str) -> list[list[str]]:
 
 
 def _version_of(name: str, distributions: dict[str, list[str]]) -> str | None:
-    """``distributions``: importlib.metadata's map of top-level names, read once, when a
-    module has no ``__version__`` of its own."""
+    """The module's ``__version__``, else its installed distribution's version
+    (``distributions``: importlib.metadata's map of top-level names, read once), whichever
+    first looks like a version (OpenVINO's own, ``2026.4.1-22982-…-releases/2026/4``, holds
+    a ``/``; its distribution says ``2026.4.1``); else None."""
     module = sys.modules.get(name)
     try:
-        version = getattr(module, "__version__", None) if module is not None else None
+        own = getattr(module, "__version__", None) if module is not None else None
     except Exception:
-        version = None
-    if not isinstance(version, str):
-        try:
-            from importlib import metadata
+        own = None
+    own = str.strip(own) if isinstance(own, str) else None  # no str subclass's own methods
+    if own is not None and PACKAGE_VERSION.fullmatch(own):
+        return own
+    try:
+        from importlib import metadata
 
-            if not distributions:
-                distributions.update(metadata.packages_distributions())
-            version = metadata.version((distributions.get(name) or [name])[0])
-        except Exception:
-            return None
-    version = str.strip(version)  # a str subclass's own methods are not called
-    return version if PACKAGE_VERSION.fullmatch(version) else None
+        if not distributions:
+            distributions.update(metadata.packages_distributions())
+        installed = str.strip(metadata.version((distributions.get(name) or [name])[0]))
+        if PACKAGE_VERSION.fullmatch(installed):
+            return installed
+    except Exception:
+        pass
+    return None
 
 
 def _hide_runtime() -> None:
