@@ -153,16 +153,25 @@ def test_overrides_device_and_wrap_are_applied_as_the_worker_does(tmp_path: Path
         assert_good_repro(finding, tmp_path / f"run{number}")
 
 
-@pytest.mark.slow
-def test_override_from_a_module_on_the_candidates_path(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    project = tmp_path / "project"
+@pytest.fixture(scope="module")
+def topk_on_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A topk override imported from a module where alignbot was started (the user's
+    project folder): that folder and the check's one finding, for the tests that read it."""
+    project = tmp_path_factory.mktemp("topk") / "project"
     project.mkdir()
     shutil.copy(FIXTURES / "repro_mytopk.py", project / "mytopk.py")
-    monkeypatch.chdir(project)  # the candidate imports from where alignbot was started
-    report = _check(project, "import torch\n", "repro_specs.py", "topk_tuple",
-                    "--override", "torch.topk=mytopk:topk")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(project)  # the candidate imports from where alignbot was started
+        report = _check(project, "import torch\n", "repro_specs.py", "topk_tuple",
+                        "--override", "torch.topk=mytopk:topk")
     (finding,) = report["findings"]
+    return project, finding
+
+
+@pytest.mark.slow
+def test_override_from_a_module_on_the_candidates_path(
+        tmp_path: Path, topk_on_path: tuple[Path, dict[str, Any]]) -> None:
+    project, finding = topk_on_path
     assert finding["op"] == "torch.topk" and finding["kind"] == "value-mismatch"
     env = {**os.environ, "PYTHONPATH": str(project)}
     assert_good_repro(finding, tmp_path / "with-path", env=env)
@@ -241,14 +250,9 @@ def _alone(finding: dict[str, Any], mode: str, key: str | None = None,
 
 
 @pytest.mark.slow
-def test_integer_outputs_are_compared_exactly(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(FIXTURES / "repro_mytopk.py", project / "mytopk.py")
-    monkeypatch.chdir(project)
-    (finding,) = _check(project, "import torch\n", "repro_specs.py", "topk_tuple",
-                        "--override", "torch.topk=mytopk:topk")["findings"]
+def test_integer_outputs_are_compared_exactly(topk_on_path: tuple[Path, dict[str, Any]]
+                                              ) -> None:
+    _, finding = topk_on_path
     indices = finding["repro_program"]["nodes"][-1]["id"] + ".1"
     script, code, output = _alone(finding, "numeric", key=indices)
     assert code == 0, output
