@@ -39,8 +39,8 @@ def _check(folder: Path, prelude: str, specs: str, ops: str, *extra: str,
            timeout: int = 3) -> dict[str, Any]:
     path = folder / "report.json"
     code = main(["check", "--prelude", prelude, "--spec-file", str(FIXTURES / specs),
-                 "--ops", ops, "--timeout", str(timeout), "--seed", "7", "--json", str(path),
-                 "--no-progress", *extra])
+                 "--ops", ops, "--timeout", str(timeout), "--seed", "7", "--jobs", "1",
+                 "--json", str(path), "--no-progress", *extra])
     assert code == 1
     report: dict[str, Any] = json.loads(path.read_text())
     assert report["findings"]
@@ -326,7 +326,7 @@ def test_a_module_simplified_to_its_random_defaults_gets_them_written(tmp_path: 
     """Simplifying drops ``bias=False``: the bias the module then makes is written out, so
     that two runs of the repro (and its control run) see the same values."""
     report = _check(tmp_path, (FIXTURES / "module_bug_prelude.py").read_text(),
-                    "module_bug_specs.py", "*", "--jobs", "1", "--shrink-seconds", "5")
+                    "module_bug_specs.py", "*", "--shrink-seconds", "5")
     (finding,) = report["findings"]
     assert "bias=False" not in finding["repro"] and ".bias.copy_(" in finding["repro"]
     # the engine ran it and its control run (which agreed); two runs here print the same
