@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
 from bot import nesting
 from checks.api import (
+    PRECISIONS,
     REPORT_VERSION,
     CauseForm,
     Kind,
@@ -46,6 +47,10 @@ Example = Annotated[str, StringConstraints(max_length=2_000)]  # one merged draw
 # a choice point's alternative (checks/choice_points.py): nothing that could format Markdown
 Label = Annotated[str, StringConstraints(max_length=120, pattern=r"^[A-Za-z0-9_.:#\[\] -]*$")]
 Fingerprint = Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{12}$")]
+if TYPE_CHECKING:  # a name of PRECISIONS; mypy reads no Literal made at run time
+    Precision = str
+else:  # the engine's declarable dtypes (its dtype table), as the schema's literals
+    Precision = Literal[PRECISIONS]
 # what the candidate's worker says it imported (checks/runtime/worker.py): plain names only
 MAX_PACKAGES = 16
 PackageName = Annotated[str, StringConstraints(pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")]
@@ -214,7 +219,7 @@ class Capabilities(_Strict):
     """What the candidate declared it cannot do (checks/capabilities.py)."""
 
     gradients: bool
-    precision: Literal["float16", "bfloat16", "float32", "float64"] | None
+    precision: Precision | None
     declared_by: dict[Literal["gradients", "precision"], Literal["prelude", "command line"]]
 
 

@@ -17,7 +17,8 @@ in its own process is small, and it is all here:
 - what the App computes from reports as the engine does: the causes of findings
   (``group_causes``, ``member_dtype``), a finding's fingerprints across a baseline
   (``fingerprints``), shards (``select_shard``, ``merge_shards``, ``ShardError``) and the
-  order of dtypes (``DTYPE_ORDER``);
+  order of dtypes (``DTYPE_ORDER``) and the precisions a candidate may declare
+  (``PRECISIONS``);
 - the engine's commands, for the one ``alignbot`` command line (``new_parser``,
   ``add_commands``, ``run``, ``UsageError``), and the exit status of its own failure
   (``INTERNAL_ERROR``), which the sandbox tells apart from the candidate's.
@@ -32,6 +33,7 @@ the App needs is added here, re-exported from the module that defines it; a name
 from __future__ import annotations
 
 from .baseline import fingerprints
+from .capabilities import PRECISIONS
 from .catalog import DTYPE_ORDER
 from .causes import group as group_causes
 from .causes import member_dtype
@@ -53,6 +55,7 @@ __all__ = [
     "DTYPE_ORDER",
     "INTERNAL_ERROR",
     "KNOWN_PATH",
+    "PRECISIONS",
     "REPORT_VERSION",
     "Cause",
     "CauseForm",

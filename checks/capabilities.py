@@ -12,10 +12,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from .compare import tolerance
-from .report_types import CapabilitiesEntry, Precision
+from .report_types import CapabilitiesEntry
+from .runtime.dtypes import DECLARABLE
 from .spec import Spec
 
-PRECISIONS: tuple[str, ...] = typing.get_args(Precision)  # the report's contract names them
+PRECISIONS: tuple[str, ...] = DECLARABLE  # the dtype table's declarable rows
 KNOWN = frozenset({"gradients"})  # the keys alignbot_capabilities may hold
 
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from .runtime.dtypes import BY_NAME, COMPLEX_DTYPES, FLOAT_DTYPES, PART_DTYPES
+from .runtime.dtypes import BY_NAME, COMPLEX_DTYPES, DEFAULT, FLOAT_DTYPES, PART_DTYPES
 from .runtime.literals import LiteralVisitor, walk_literal
 from .runtime.program_types import CallNode, EncodedLiteral, Node, Program, Recipe, Scalar
 from .runtime.values import decode_array, make_array, numpy_dtype
@@ -65,7 +65,7 @@ def nested(arr: np.ndarray, dtype: str) -> str:
     return "[" + ", ".join(nested(a, dtype) for a in arr) + "]"
 
 
-def _dtype_kw(dtype: str, default: str = "float32", float_dtype: str | None = None) -> str:
+def _dtype_kw(dtype: str, default: str = DEFAULT, float_dtype: str | None = None) -> str:
     if float_dtype is not None and dtype in FLOAT_DTYPES:
         return f", dtype={float_dtype}"
     if float_dtype is not None and dtype in COMPLEX_DTYPES:  # complex64 with float32

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from .runtime.dtypes import BY_NAME
+from .runtime.dtypes import BY_NAME, DEFAULT
 
 
 def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None
@@ -80,13 +80,13 @@ def _compare_values(ref: Any, cand: Any, rtol: float | None, atol: float | None
                     ) -> Mismatch | None:
     ref, cand = _plain_complex(ref), _plain_complex(cand)
     if isinstance(ref, complex) and isinstance(cand, complex):
-        r, a = tolerance("complex128", rtol, atol) if rtol is not None else (1.3e-6, 1e-5)
+        r, a = tolerance("complex128", rtol, atol) if rtol is not None else tolerance(DEFAULT)
         both_nan = np.isnan(ref) and np.isnan(cand)
         if both_nan or ref == cand or abs(ref - cand) <= a + r * abs(ref):
             return None
     elif isinstance(ref, float) or isinstance(cand, float):
         if isinstance(ref, (int, float)) and isinstance(cand, (int, float)):
-            r, a = tolerance("float64", rtol, atol) if rtol is not None else (1.3e-6, 1e-5)
+            r, a = tolerance("float64", rtol, atol) if rtol is not None else tolerance(DEFAULT)
             if (np.isnan(ref) and np.isnan(cand)) or abs(ref - cand) <= a + r * abs(ref):
                 return None
     elif ref == cand:

@@ -19,7 +19,7 @@ import numpy as np
 
 from .choice_points import ChoicePoint, Key, Site, site_here
 from .hypothesis_compat import conjecture_data
-from .runtime.dtypes import DTYPES, FLOAT_DTYPES
+from .runtime.dtypes import DEFAULT, DTYPES, FLOAT_DTYPES, WIDE
 from .runtime.values import (
     differentiable,
     dtype_name,
@@ -254,7 +254,7 @@ class Nothing(Generator):
 
 class RandomDtype(Generator):
     def __init__(self, names: Sequence[str]) -> None:
-        self.names = tuple(names) or ("float32", "float64")
+        self.names = tuple(names) or (DEFAULT, WIDE[DEFAULT])
         self.site = site_here("random_dtype")
         for name in self.names:
             _check_dtype(name)
@@ -436,7 +436,7 @@ def random_dtype(*names: str) -> Generator:
 
 def random_tensor(ndim: Any = None, dim0: Any = None, dim1: Any = None, dim2: Any = None,
                   dim3: Any = None, dim4: Any = None, *, shape: Any = None, low: Any = 0.0,
-                  high: Any = 1.0, dtype: Any = "float32", requires_grad: Any = True,
+                  high: Any = 1.0, dtype: Any = DEFAULT, requires_grad: Any = True,
                   specials: Sequence[str] = (), empty: bool = False,
                   layout: Sequence[str] = ()) -> Any:
     """A tensor input. ``specials`` may name ``zeros``, ``large``, ``huge`` and ``nonfinite``:

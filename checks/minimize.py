@@ -22,7 +22,7 @@ from .oracle import (
 )
 from .program import Program
 from .report_types import Evidence
-from .runtime.dtypes import FLOAT_DTYPES, PART_DTYPES
+from .runtime.dtypes import DEFAULT, FLOAT_DTYPES, PART_DTYPES
 from .shrink import Shrinker
 from .simplify import Simplifier
 from .spec import Spec
@@ -109,8 +109,8 @@ def minimize(finding: Finding, spec: Spec, candidate: CandidateProcess,
         verdict = triage(program, current, ref, cand, oracles, spec.rtol, spec.atol)
     mode, claim, expected = _mode(current.kind)
     obs = ref.get(current.key) or {}
-    dtype = str(obs.get("dtype", "float32"))
-    dtype = dtype if dtype in FLOAT_DTYPES else PART_DTYPES.get(dtype, "float32")
+    dtype = str(obs.get("dtype", DEFAULT))
+    dtype = dtype if dtype in FLOAT_DTYPES else PART_DTYPES.get(dtype, DEFAULT)
     reference_only, alone_code, alone_output = repros.reference_only(
         program, current, mode, claim, rtol, atol, dtype=dtype,
         declared_invalid=bool(program.get("expect_raise")))

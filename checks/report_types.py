@@ -14,8 +14,9 @@ No ``from __future__ import annotations`` here: Python 3.11 sees ``NotRequired``
 evaluated annotation, and ``__required_keys__`` must be right for the App's test to read.
 """
 
-from typing import Any, Literal, NotRequired, TypeAlias, TypedDict
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypeAlias, TypedDict
 
+from .runtime.dtypes import DECLARABLE
 from .vocab import Kind, Verdict
 
 # A float, or its repr() where JSON has none (``_finite`` in checks/report.py).
@@ -186,7 +187,10 @@ class Cause(TypedDict):
     members: list[CauseMember]
 
 
-Precision: TypeAlias = Literal["float16", "bfloat16", "float32", "float64"]
+if TYPE_CHECKING:  # a name of DECLARABLE; mypy reads no Literal made at run time
+    Precision: TypeAlias = str
+else:  # the declarable rows of the dtype table, as literals the App's model holds too
+    Precision: TypeAlias = Literal[DECLARABLE]
 
 
 class CapabilitiesEntry(TypedDict):

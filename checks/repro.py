@@ -40,7 +40,7 @@ from .oracle import reference_observations
 from .program import BackwardPlan, Program, call_args, call_kwargs, is_step
 from .report import environment
 from .repro_case import starts_the_candidate
-from .runtime.dtypes import FLOAT_DTYPES
+from .runtime.dtypes import DEFAULT, FLOAT_DTYPES
 from .runtime.literals import ref_of, refs
 from .runtime.program_types import GRAD_AFTER
 from .runtime.replay import NOT_COMPUTING_CALLS, NOT_COMPUTING_METHODS, NOT_COMPUTING_PREFIXES
@@ -158,7 +158,7 @@ def _grad_lines(program: Program, plan: BackwardPlan, names: dict[str, str],
     for number, (out_id, seed) in enumerate(zip(plan["outputs"], plan["seeds"], strict=True)):
         obs = ref.get(out_id) or {}
         seed_name = "grad_out" if len(outs) == 1 else f"grad_out{number}"
-        expr = tensor_expr(seed, obs.get("dtype", "float32"), obs.get("shape", []), False,
+        expr = tensor_expr(seed, obs.get("dtype", DEFAULT), obs.get("shape", []), False,
                            float_dtype)
         lines.append(f"{seed_name} = {expr}" + (".to(device)" if device else ""))
         seeds.append(seed_name)
@@ -329,7 +329,7 @@ def tolerances(program: Program, finding: Finding, rtol: float | None, atol: flo
                ) -> tuple[float, float]:
     ref = reference_observations(program)
     obs = ref.get(finding.key) or {}
-    return tolerance(obs.get("dtype", "float32"), rtol, atol)
+    return tolerance(obs.get("dtype", DEFAULT), rtol, atol)
 
 
 def candidate_env(config: CandidateConfig) -> dict[str, str]:
@@ -454,7 +454,7 @@ def make(program: Program, finding: Finding, config: CandidateConfig, rtol: floa
 
 
 def render_reference_only(program: Program, finding: Finding, mode: str, claim: str,
-                          rtol: float, atol: float, dtype: str = "float32",
+                          rtol: float, atol: float, dtype: str = DEFAULT,
                           declared_invalid: bool = False, measured: str | None = None) -> str:
     """PyTorch alone: ``numeric`` compares the call with its float64 self (floating results
     within tolerance, integer and boolean results exactly); ``raises`` shows the reference
@@ -474,12 +474,12 @@ def render_reference_only(program: Program, finding: Finding, mode: str, claim: 
     }[mode]
     return environment().get_template("repro_reference.py.j2").render(
         op=finding.op, checks=checks, body=lines, mode=mode, rtol=rtol, atol=atol,
-        dtype=dtype if dtype in FLOAT_DTYPES else "float32", measured=measured,
+        dtype=dtype if dtype in FLOAT_DTYPES else DEFAULT, measured=measured,
         uses_numpy=any("np." in line for line in lines))
 
 
 def reference_only(program: Program, finding: Finding, mode: str, claim: str, rtol: float,
-                   atol: float, dtype: str = "float32", declared_invalid: bool = False,
+                   atol: float, dtype: str = DEFAULT, declared_invalid: bool = False,
                    timeout: float = 120.0) -> tuple[str, int, str]:
     """The PyTorch-alone script with its header stating what one run of it measured; the
     script, that run's exit status and output."""

@@ -39,7 +39,7 @@ from .oracle import (
 )
 from .program import Observations, Program, is_call
 from .report_types import Evidence, Side
-from .runtime.dtypes import COMPLEX_DTYPES, FLOAT_DTYPES, TABLE
+from .runtime.dtypes import TABLE, WIDE
 from .runtime.replay import Hooks, replay
 from .runtime.replay import seed as seed_reference
 from .vocab import Verdict
@@ -60,8 +60,6 @@ INDEPENDENT = ("reference-float64", "candidate-float64", "finite-differences", "
 FORMULA, FORMULA_GRAD = "formula", "formula-finite-differences"
 THIRD = "third:"
 EPS = {row.name: row.eps for row in TABLE if row.eps is not None}  # the rule's rounding step
-WIDE = {**{name: "float64" for name in FLOAT_DTYPES},
-        **{name: "complex128" for name in COMPLEX_DTYPES}}  # what to_float64 computes in
 
 
 @dataclass

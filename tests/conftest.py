@@ -178,11 +178,13 @@ def planted_prelude() -> str:
 @pytest.fixture(scope="session")
 def planted_report_text(tmp_path_factory: pytest.TempPathFactory) -> str:
     """The JSON text, as written, of the minimized, verified and triaged report of every
-    planted bug (seed 7), made once per session (with timings: a test reads the seconds)."""
+    planted bug (seed 7), made once per session (with timings: a test reads the seconds).
+    One job: the report does not depend on how many (tests/test_jobs.py), and worker
+    processes would each import torch and start a candidate of their own."""
     path = tmp_path_factory.mktemp("planted") / "report.json"
     code = check_main(["check", "--prelude", (FIXTURES / "planted_prelude.py").read_text(),
                        "--spec-file", str(FIXTURES / "planted_specs.py"), "--timeout", "3",
-                       "--seed", "7", "--json", str(path), "--no-progress"])
+                       "--seed", "7", "--jobs", "1", "--json", str(path), "--no-progress"])
     assert code == 1
     return path.read_text()
 

@@ -132,8 +132,8 @@ def test_none_against_zeros_is_the_autograd_finding_in_either_direction() -> Non
 def chained_report(tmp_path_factory: Any) -> dict[str, Any]:
     path = tmp_path_factory.mktemp("chained") / "report.json"
     code = main(["check", "--prelude", PRELUDE, "--spec-file",
-                 str(FIXTURES / "chained_bugs_specs.py"), "--seed", "0", "--json", str(path),
-                 "--no-progress"])
+                 str(FIXTURES / "chained_bugs_specs.py"), "--seed", "0", "--jobs", "1",
+                 "--json", str(path), "--no-progress"])
     assert code == 1
     report: dict[str, Any] = json.loads(path.read_text())
     return report

@@ -22,8 +22,9 @@ DECLARED = ('\nalignbot_capabilities = {"gradients": False}\n'
 def _check(folder: Path, prelude: str, *extra: str) -> tuple[int, dict[str, Any], str]:
     report = folder / "r.json"
     code = main(["check", "--prelude", prelude, "--spec-file", PLANTED, "--ops",
-                 "tanh_backward,softplus_scaled", "--n", "3", "--no-minimize", "--no-progress",
-                 "--json", str(report), "--markdown", str(folder / "r.md"), *extra])
+                 "tanh_backward,softplus_scaled", "--n", "3", "--no-minimize", "--jobs", "1",
+                 "--no-progress", "--json", str(report), "--markdown", str(folder / "r.md"),
+                 *extra])
     return code, json.loads(report.read_text()), (folder / "r.md").read_text()
 
 

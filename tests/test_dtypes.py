@@ -3,6 +3,7 @@ and every place that needs a dtype's facts reading them from its row."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -223,3 +224,114 @@ def test_the_table_imports_neither_torch_nor_the_engine() -> None:
     subprocess.run([sys.executable, "-c", code], cwd=ROOT / "checks" / "runtime", check=True)
     code = "import sys, checks.runtime.dtypes; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+
+
+def test_every_precision_a_candidate_may_declare_is_a_declarable_row() -> None:
+    """The command line, the report's types and the App's model all read the table."""
+    import typing
+
+    from bot.engine_report import Capabilities
+    from checks.report_types import Precision
+    from checks.runtime.dtypes import DECLARABLE
+
+    assert PRECISIONS == DECLARABLE == typing.get_args(Precision)
+    assert tuple(row.name for row in TABLE if row.declarable) == DECLARABLE
+    field = Capabilities.model_fields["precision"].annotation
+    assert {arg for union in typing.get_args(field) for arg in typing.get_args(union)} == \
+        set(DECLARABLE)
+
+
+def _torch_dtype_names() -> set[str]:
+    """torch's own names of its dtypes (``float32``, not the alias ``float``)."""
+    return {name for name in dir(torch) if isinstance(getattr(torch, name), torch.dtype)
+            and str(getattr(torch, name)) == f"torch.{name}"}
+
+
+def test_every_dtype_the_engine_names_has_a_row() -> None:
+    """A dtype written anywhere under checks/ (``"float16"``, ``torch.bfloat16``) is one the
+    table knows: no module keeps a dtype of its own."""
+    import ast
+
+    named: dict[str, str] = {}
+    known = _torch_dtype_names()
+    for path in sorted((ROOT / "checks").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Constant) and node.value in known:
+                named.setdefault(str(node.value), str(path.relative_to(ROOT)))
+            elif isinstance(node, ast.Attribute) and node.attr in known and \
+                    isinstance(node.value, ast.Name) and node.value.id in ("torch", "np"):
+                named.setdefault(node.attr, str(path.relative_to(ROOT)))
+    assert named and {name: where for name, where in named.items() if name not in BY_NAME} == {}
+
+
+def test_every_fact_of_a_row_is_read() -> None:
+    """Each field of :class:`Dtype` is read somewhere under checks/ (a fact nobody reads is
+    not one the engine has)."""
+    import ast
+    import dataclasses
+
+    read = {node.attr for path in (ROOT / "checks").rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text())) if isinstance(node, ast.Attribute)}
+    facts = {field.name for field in dataclasses.fields(Dtype)} - {"_"} | {"cast"}
+    assert facts - read == set()
+
+
+# The one line that adds a dtype (torch's float8_e8m0fnu, a power of two in 8 bits); its facts
+# are chosen to reach every place that reads a row: declarable, narrowing float64 and float32.
+NEW_ROW = ('    Dtype("float8_e8m0fnu", "float", "float32", draw_rank=17, rtol=1.0, atol=1e-5, '
+           'eps=1.0,\n          significand=0, finite_max=1.7014e38, arange=False,\n'
+           '          narrows=("float64", "float32"), declarable=True),\n')
+LAST_ROW = '    _float8("float8_e5m2fnuz", eps=0.125, finite_max=57344.0, significand=2),\n'
+SEES_THE_NEW_ROW = '''
+import typing
+import numpy as np
+import checks.runtime.dtypes as table
+from checks import catalog, compare, dsl, triage
+from checks.capabilities import PRECISIONS
+from checks.cli import build_parser
+from checks.codegen import tensor_expr
+from checks.opinfo import specs
+from checks.presets import PRESETS
+from checks.report_types import Precision
+from checks.runtime import values
+from checks.signatures import NARROWER, holds
+from bot.engine_report import Capabilities
+
+NEW = "float8_e8m0fnu"
+assert table.__file__.startswith(COPY), table.__file__
+assert NEW in table.DTYPES and NEW in table.FLOAT_DTYPES and table.WIDE[NEW] == "float64"
+assert catalog.DTYPE_ORDER[-1] == NEW and specs.DTYPES[-1] == NEW  # the highest draw rank
+assert NEW in specs.LOW_PRECISION  # its range is clipped
+assert compare.tolerance(NEW) == (1.0, 1e-5) and triage.EPS[NEW] == 1.0
+assert values.numpy_dtype(NEW) == np.float32 and not values.differentiable(NEW)
+assert values.finite_range(NEW, -1e39, 1e39) == (-1.7014e38, 1.7014e38)
+dsl.random_tensor(ndim=1, dtype=NEW)
+dsl.random_dtype(NEW)
+assert tensor_expr({"kind": "pattern", "pattern": "arange"}, NEW, [3], False, None) == \\
+    "torch.arange(3).to(torch.float8_e8m0fnu).reshape(3)"
+assert NARROWER["float32"][-1] == NEW and NEW in NARROWER["float64"]
+assert holds(np.array([0.25, 4.0, 2.0 ** 100]), NEW) and not holds(np.array([3.0]), NEW)
+assert "torch.float8_e8m0fnu)" in PRESETS["torch-float64"]
+assert PRECISIONS[-1] == NEW and typing.get_args(Precision)[-1] == NEW
+assert Capabilities.model_validate({"gradients": True, "precision": NEW,
+                                    "declared_by": {}}).precision == NEW
+args = build_parser().parse_args(["check", "--candidate", "torch", "--precision", NEW])
+assert args.precision == NEW
+print("seen")
+'''
+
+
+def test_a_new_dtype_is_one_row_that_every_place_reads(tmp_path: Path) -> None:
+    """The engine's sources copied, one row added to the table (nothing else), and the new
+    dtype is drawn, compared, triaged, written in repros, declared and validated."""
+    import shutil
+
+    copy = tmp_path / "checks"
+    shutil.copytree(ROOT / "checks", copy, ignore=shutil.ignore_patterns("__pycache__"))
+    source = (copy / "runtime" / "dtypes.py").read_text()
+    assert source.count(LAST_ROW) == 1
+    (copy / "runtime" / "dtypes.py").write_text(source.replace(LAST_ROW, LAST_ROW + NEW_ROW))
+    proc = subprocess.run([sys.executable, "-c", f"COPY = {str(copy)!r}\n{SEES_THE_NEW_ROW}"],
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)},
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stdout == "seen\n", proc.stderr[-3000:]

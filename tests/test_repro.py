@@ -39,8 +39,8 @@ def _check(folder: Path, prelude: str, specs: str, ops: str, *extra: str,
            timeout: int = 3) -> dict[str, Any]:
     path = folder / "report.json"
     code = main(["check", "--prelude", prelude, "--spec-file", str(FIXTURES / specs),
-                 "--ops", ops, "--timeout", str(timeout), "--seed", "7", "--json", str(path),
-                 "--no-progress", *extra])
+                 "--ops", ops, "--timeout", str(timeout), "--seed", "7", "--jobs", "1",
+                 "--json", str(path), "--no-progress", *extra])
     assert code == 1
     report: dict[str, Any] = json.loads(path.read_text())
     assert report["findings"]
@@ -153,16 +153,25 @@ def test_overrides_device_and_wrap_are_applied_as_the_worker_does(tmp_path: Path
         assert_good_repro(finding, tmp_path / f"run{number}")
 
 
-@pytest.mark.slow
-def test_override_from_a_module_on_the_candidates_path(tmp_path: Path,
-                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    project = tmp_path / "project"
+@pytest.fixture(scope="module")
+def topk_on_path(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+    """A topk override imported from a module where alignbot was started (the user's
+    project folder): that folder and the check's one finding, for the tests that read it."""
+    project = tmp_path_factory.mktemp("topk") / "project"
     project.mkdir()
     shutil.copy(FIXTURES / "repro_mytopk.py", project / "mytopk.py")
-    monkeypatch.chdir(project)  # the candidate imports from where alignbot was started
-    report = _check(project, "import torch\n", "repro_specs.py", "topk_tuple",
-                    "--override", "torch.topk=mytopk:topk")
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.chdir(project)  # the candidate imports from where alignbot was started
+        report = _check(project, "import torch\n", "repro_specs.py", "topk_tuple",
+                        "--override", "torch.topk=mytopk:topk")
     (finding,) = report["findings"]
+    return project, finding
+
+
+@pytest.mark.slow
+def test_override_from_a_module_on_the_candidates_path(
+        tmp_path: Path, topk_on_path: tuple[Path, dict[str, Any]]) -> None:
+    project, finding = topk_on_path
     assert finding["op"] == "torch.topk" and finding["kind"] == "value-mismatch"
     env = {**os.environ, "PYTHONPATH": str(project)}
     assert_good_repro(finding, tmp_path / "with-path", env=env)
@@ -241,14 +250,9 @@ def _alone(finding: dict[str, Any], mode: str, key: str | None = None,
 
 
 @pytest.mark.slow
-def test_integer_outputs_are_compared_exactly(tmp_path: Path,
-                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    project = tmp_path / "project"
-    project.mkdir()
-    shutil.copy(FIXTURES / "repro_mytopk.py", project / "mytopk.py")
-    monkeypatch.chdir(project)
-    (finding,) = _check(project, "import torch\n", "repro_specs.py", "topk_tuple",
-                        "--override", "torch.topk=mytopk:topk")["findings"]
+def test_integer_outputs_are_compared_exactly(topk_on_path: tuple[Path, dict[str, Any]]
+                                              ) -> None:
+    _, finding = topk_on_path
     indices = finding["repro_program"]["nodes"][-1]["id"] + ".1"
     script, code, output = _alone(finding, "numeric", key=indices)
     assert code == 0, output
@@ -322,7 +326,7 @@ def test_a_module_simplified_to_its_random_defaults_gets_them_written(tmp_path: 
     """Simplifying drops ``bias=False``: the bias the module then makes is written out, so
     that two runs of the repro (and its control run) see the same values."""
     report = _check(tmp_path, (FIXTURES / "module_bug_prelude.py").read_text(),
-                    "module_bug_specs.py", "*", "--jobs", "1", "--shrink-seconds", "5")
+                    "module_bug_specs.py", "*", "--shrink-seconds", "5")
     (finding,) = report["findings"]
     assert "bias=False" not in finding["repro"] and ".bias.copy_(" in finding["repro"]
     # the engine ran it and its control run (which agreed); two runs here print the same

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 try:  # imported as part of the ``checks`` package in the engine
-    from .dtypes import COMPLEX_DTYPES
+    from .dtypes import DEFAULT, WIDE
     from .literals import is_ref, ref_of
     from .program_types import (
         GRAD_AFTER,
@@ -48,7 +48,7 @@ try:  # imported as part of the ``checks`` package in the engine
         observe_error,
     )
 except ImportError:  # imported as a top-level module inside the worker
-    from dtypes import COMPLEX_DTYPES  # type: ignore[no-redef]
+    from dtypes import DEFAULT, WIDE  # type: ignore[no-redef]
     from literals import is_ref, ref_of  # type: ignore[no-redef]
     from program_types import (  # type: ignore[no-redef]
         GRAD_AFTER,
@@ -581,7 +581,7 @@ def run_backward(
     outputs = [values[ref] for ref in spec["outputs"]]
     seeds = []
     for out, seed in zip(outputs, spec["seeds"], strict=True):
-        wide = "complex128" if dtype_name(out.dtype) in COMPLEX_DTYPES else "float64"
+        wide = WIDE.get(dtype_name(out.dtype), WIDE[DEFAULT])
         arr = make_array(seed, wide, list(out.shape))
         grad = _from_numpy(torch, arr).to(out.dtype)
         seeds.append(grad.to(device) if device != "cpu" else grad)
