@@ -60,8 +60,9 @@ class Settings(BaseSettings):
     )
     database_wait_seconds: float = Field(
         default=60, ge=0, le=3600,
-        description="seconds, 0 to 3600, that `serve` and `worker` wait at start for an "
-                    "unreachable PostgreSQL server (trying every 2 s), before they exit",
+        description="seconds, 0 to 3600, that `serve`, `worker` and `remind-sweep` wait at "
+                    "start for an unreachable PostgreSQL server (trying every 2 s), before "
+                    "they exit",
     )
     github_api_url: str = Field(
         default="https://api.github.com",

@@ -34,7 +34,8 @@ from ..jobs import REMINDER_SWEEP as JOB_KIND
 from ..lease import Lease, default_owner
 from ..queue import JobQueue, JobRecord, JobRequest, JobState, SqlJobQueue
 from ..settings import Settings
-from ..storage import make_engine, migrate, utcnow
+from ..startup import check_start, wait_for_database
+from ..storage import migrate, utcnow
 from ..worker import RetryPolicy, Worker, ensure_current, retry_policy
 from .api import ApiCallBudget, ApiCallBudgetExhausted, ApiLimits, SweepApi, WritePacer
 from .report import SweepReport
@@ -207,8 +208,11 @@ def run_inline(engine: Engine, handler: SweepJob, *, force: bool = False,
 
 
 def run_from_settings(settings: Settings, force: bool = False) -> SweepReport:
-    """``alignbot remind-sweep``: one pass with the service's settings."""
-    engine = make_engine(settings.database_url)
+    """``alignbot remind-sweep``: one pass with the service's settings, after the checks
+    ``serve`` and ``worker`` run as they start (``bot/startup.py``: the key signs, GitHub
+    takes it, the database answers within its wait): each problem one ``StartupError``."""
+    check_start(settings)
+    engine = wait_for_database(settings)
     try:
         migrate(engine)
         app = GitHubApp(settings.app_id, settings.private_key.get_secret_value(),
