@@ -174,7 +174,8 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
                     concurrency=settings.workers, retry=retry_policy(settings),
                     limits={reminders.JOB_KIND: reminders.SWEEPS_AT_ONCE},
                     heartbeat=min(2.0, lease / 3), reclaim_interval=lease / 2,
-                    alone=engine.url.get_backend_name() == "sqlite")
+                    alone=engine.url.get_backend_name() == "sqlite",
+                    timeout=settings.job_timeout_seconds)
     # held from pass to pass by one process; another takes it over two passes after it died
     timer_lease = Lease(engine, default_owner(), name=REMINDER_LEASE,
                         ttl=timedelta(seconds=2 * reminders.PASS_INTERVAL))

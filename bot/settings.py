@@ -114,10 +114,12 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         default="text", description="json (one object a line) or text")
     job_timeout_seconds: float = Field(
-        default=900, gt=0,
-        description="a positive number of seconds (read, but no limit yet: a check's time is "
-                    f"bounded by {ENV_PREFIX}SANDBOX_WALL_SECONDS and the repository's "
-                    "timeout_minutes)",
+        default=1800, gt=0,
+        description="a positive number of seconds: the longest one job (a check with its "
+                    "merge base's run, a shard, a command, a reminder sweep) may run; past "
+                    "it the worker kills its sandbox, fails it for good and its check run "
+                    "says so (default: two sandboxed runs of "
+                    f"{ENV_PREFIX}SANDBOX_WALL_SECONDS' default, the head's and the base's)",
     )
     job_lease_seconds: float = Field(
         default=60, ge=3, le=3600,

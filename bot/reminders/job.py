@@ -184,15 +184,16 @@ def _next_hour(now: datetime) -> datetime:
 
 def run_inline(engine: Engine, handler: SweepJob, *, force: bool = False,
                retry: RetryPolicy | None = None,
-               stale_after: timedelta = STALE_SWEEP) -> SweepReport:
+               stale_after: timedelta = STALE_SWEEP, timeout: float | None = None
+               ) -> SweepReport:
     """One pass, its jobs run in this process (``alignbot remind-sweep``): recover sweep jobs
     stranded by a dead process, queue the due sweeps, run every sweep job that can run now
-    (other kinds are left to the service), and sum up the pass's jobs. A job left for a later
-    try is reported as not finished."""
+    (other kinds are left to the service), each within ``timeout`` seconds, and sum up the
+    pass's jobs. A job left for a later try is reported as not finished."""
     queue = SqlJobQueue(engine)
     queue.recover(stale_after.total_seconds(), kinds=[JOB_KIND])
     ids = enqueue_due(engine, queue, clock=handler.clock, force=force)
-    worker = Worker(queue, {JOB_KIND: handler}, retry=retry)
+    worker = Worker(queue, {JOB_KIND: handler}, retry=retry, timeout=timeout)
     while worker.run_once(only_own=True):
         pass
     report = SweepReport()
@@ -218,7 +219,7 @@ def run_from_settings(settings: Settings, force: bool = False) -> SweepReport:
         app = GitHubApp(settings.app_id, settings.private_key.get_secret_value(),
                         api_options(settings))
         return run_inline(engine, SweepJob(app, engine, options_from(settings)), force=force,
-                          retry=retry_policy(settings))
+                          retry=retry_policy(settings), timeout=settings.job_timeout_seconds)
     finally:
         engine.dispose()
 
