@@ -8,7 +8,6 @@ beside it in report_types.py; a type's docstring heads its table."""
 
 from __future__ import annotations
 
-import argparse
 import ast
 import enum
 import inspect
@@ -16,10 +15,10 @@ import sys
 import types
 import typing
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from . import report_types
+from .generated_pages import page_command, replace_between
 
 BEGIN = ("<!-- report format: begin (python -m checks.report_doc --write "
          "docs/report-format.md) -->")
@@ -139,27 +138,12 @@ def keys() -> dict[str, set[str]]:
 
 def with_tables(page: str) -> str:
     """``page`` with the text between its markers replaced by the current tables."""
-    head, begin, rest = page.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise ValueError(f"the page lacks the markers {BEGIN!r} and {END!r}")
-    return f"{head}{BEGIN}\n{tables()}{END}{tail}"
+    return replace_between(page, BEGIN, END, tables())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m checks.report_doc",
-                                     description="The JSON report's keys as Markdown tables.")
-    parser.add_argument("--write", type=Path, metavar="PAGE",
-                        help="replace the tables between the markers of PAGE instead")
-    args = parser.parse_args(argv)
-    if args.write is None:
-        sys.stdout.write(tables())
-        return 0
-    try:
-        args.write.write_text(with_tables(args.write.read_text()))
-    except (OSError, ValueError) as error:
-        parser.error(str(error))
-    return 0
+    return page_command("python -m checks.report_doc", "The JSON report's keys as Markdown "
+                        "tables.", tables, with_tables, argv)
 
 
 if __name__ == "__main__":
