@@ -1,4 +1,4 @@
-"""examples/preludes/: the example prelude of each kind of candidate (a kernel library, a
+"""examples/preludes/ and docs/candidates.md's hooks: the example prelude of each kind of candidate (a kernel library, a
 framework used as `torch`, a `torch.compile` backend), run by `alignbot check --prelude-file`
 as docs/candidates.md shows, on a few specs, for what each must find or not find."""
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -79,3 +80,15 @@ def test_a_prelude_file_that_cannot_be_read_is_one_line(
         f"--prelude-file {tmp_path / 'missing.py'}: No such file or directory")
     assert main(["check", "--candidate", "torch", "--prelude-file", "x.py"]) == 2
     assert "not allowed with argument --candidate" in capsys.readouterr().err
+
+
+def test_every_hook_the_worker_reads_is_documented_with_an_example() -> None:
+    worker = (ROOT / "checks" / "runtime" / "worker.py").read_text()
+    hooks = set(re.findall(r'namespace\.get\("(alignbot_\w+)"', worker))
+    assert {"alignbot_overrides", "alignbot_program", "alignbot_capabilities"} <= hooks
+    page = (ROOT / "docs" / "candidates.md").read_text()
+    rows = {line.split("`")[1].split("(")[0]: line for line in page.splitlines()
+            if line.startswith("| `alignbot_")}
+    assert hooks <= set(rows), hooks - set(rows)
+    for hook in hooks:  # its example column shows it in use
+        assert hook in rows[hook].rsplit("|", 2)[-2], rows[hook]
