@@ -1,6 +1,7 @@
-"""examples/preludes/ and docs/candidates.md's hooks: the example prelude of each kind of candidate (a kernel library, a
+"""examples/preludes/: the example prelude of each kind of candidate (a kernel library, a
 framework used as `torch`, a `torch.compile` backend), run by `alignbot check --prelude-file`
-as docs/candidates.md shows, on a few specs, for what each must find or not find."""
+as docs/candidates.md shows, on a few specs, for what each must find or not find; and every
+hook the worker reads has its row in docs/candidates.md."""
 
 from __future__ import annotations
 
