@@ -17,7 +17,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 # Library specs where torchax 0.0.13 or OpenVINO 2026.4.1 diverge from PyTorch 2.13 at seed 0
-# (docs/benchmarks-real-candidates.md lists what each finds); the same sample for both.
+# (docs/benchmarks.md lists what each finds); the same sample for both.
 SAMPLE = (
     "convolution.conv2d_module", "convolution.conv_functional",
     "convolution.conv_transpose_functional", "pooling.avg_pool2d", "pooling.lp_pool",

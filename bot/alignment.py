@@ -54,7 +54,7 @@ from .sandbox import Containment, SandboxLimits, SandboxResult, run_check
 from .seeds import check_seed
 from .storage import installation_gone
 from .webhooks import Event, WebhookRouter
-from .worker import ensure_current, stop_event
+from .worker import JobTimedOut, ensure_current, stop_event
 
 log = logging.getLogger(__name__)
 
@@ -476,6 +476,9 @@ def app_removed(engine: Engine | None, job: JobRecord, what: str = "") -> dict[s
 def failed_reason(error: Exception, what: str) -> str:
     """The one line of a check run that an unexpected error ended: which error, on ``what``
     (this head, or a shard of it)."""
+    if isinstance(error, JobTimedOut):
+        return (f"alignbot stopped checking {what}: it ran past the job timeout "
+                f"({error.seconds:g} s)")
     return (f"alignbot failed while checking {what} ({type(error).__name__}); the service's "
             "log has the details")
 

@@ -128,17 +128,17 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 
 @contextmanager
-def _startup() -> Iterator[None]:
+def _startup(what: str = "the service") -> Iterator[None]:
     """A process that cannot start (``bot.startup.StartupError``) ends with its one line."""
     from bot.startup import StartupError
 
     try:
         yield
     except StartupError as exc:
-        raise UsageError(f"the service cannot start: {exc}") from None
+        raise UsageError(f"{what} cannot start: {exc}") from None
 
 
-def _settings_for(role: Role, env: dict[str, str]) -> Settings:
+def _settings_for(role: Role, env: dict[str, str], what: str = "the service") -> Settings:
     """The settings of one process of the App, or one usage line saying why it cannot run."""
     from bot.serve import role_problem
     from bot.settings import SettingsError, load_settings
@@ -146,7 +146,7 @@ def _settings_for(role: Role, env: dict[str, str]) -> Settings:
     try:
         settings = load_settings(env)
     except SettingsError as exc:
-        raise UsageError(f"the service cannot start:\n{exc}") from exc
+        raise UsageError(f"{what} cannot start:\n{exc}") from exc
     problem = role_problem(settings, role)
     if problem:
         raise UsageError(problem)
@@ -156,13 +156,13 @@ def _settings_for(role: Role, env: dict[str, str]) -> Settings:
 def cmd_remind_sweep(args: argparse.Namespace) -> int:
     with app_dependencies("remind-sweep"):
         from bot.reminders import run_from_settings
-        from bot.settings import SettingsError, load_settings
+        from bot.serve import Role, configure_logging
 
-    try:
-        settings = load_settings()
-    except SettingsError as exc:
-        raise UsageError(f"the sweep cannot start:\n{exc}") from exc
-    print(run_from_settings(settings, force=args.force).summary())
+    # the checks `serve` and `worker` make at start, each problem one line (bot/startup.py)
+    settings = _settings_for(Role.ALL, dict(os.environ), "the sweep")
+    configure_logging(settings)
+    with _startup("the sweep"):
+        print(run_from_settings(settings, force=args.force).summary())
     return 0
 
 

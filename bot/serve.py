@@ -15,7 +15,6 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from enum import StrEnum
@@ -37,14 +36,7 @@ from .queue import SqlJobQueue
 from .sandbox import Containment, SandboxLimits, remove_stale, run_check
 from .settings import Settings
 from .shard_groups import ShardGroups
-from .startup import (
-    check_app,
-    check_key,
-    database_location,
-    first_line,
-    ping,
-    wait_for_database,
-)
+from .startup import StartRequest, check_start, first_line, ping, wait_for_database
 from .storage import migrate
 from .webhooks import WebhookRouter
 from .worker import Worker, retry_policy
@@ -182,7 +174,8 @@ def build_worker(settings: Settings, engine: Engine, queue: SqlJobQueue, metrics
                     concurrency=settings.workers, retry=retry_policy(settings),
                     limits={reminders.JOB_KIND: reminders.SWEEPS_AT_ONCE},
                     heartbeat=min(2.0, lease / 3), reclaim_interval=lease / 2,
-                    alone=engine.url.get_backend_name() == "sqlite")
+                    alone=engine.url.get_backend_name() == "sqlite",
+                    timeout=settings.job_timeout_seconds)
     # held from pass to pass by one process; another takes it over two passes after it died
     timer_lease = Lease(engine, default_owner(), name=REMINDER_LEASE,
                         ttl=timedelta(seconds=2 * reminders.PASS_INTERVAL))
@@ -221,7 +214,8 @@ def sandbox_containment(settings: Settings, engine: Engine) -> Containment:
                        bwrap=settings.sandbox_bwrap or None)
 
 
-def _logging(settings: Settings) -> None:
+def configure_logging(settings: Settings) -> None:
+    """The process's log lines on stderr, in the settings' format, without its secrets."""
     logs.configure(settings.log_format, secrets=[
         settings.private_key.get_secret_value(),
         *(secret.get_secret_value() for secret in settings.webhook_secrets),
@@ -243,22 +237,6 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
             "timeout_keep_alive": KEEP_ALIVE_SECONDS}
 
 
-StartRequest = tuple[str, str, int, Mapping[str, str]]
-
-
-def check_start(settings: Settings) -> list[StartRequest]:
-    """What every process of the App does first: say where the database is, and check that
-    the private key signs and that GitHub takes it (``bot/startup.py``: ``StartupError``).
-    The requests it made to GitHub, for the metrics the process builds next
-    (:func:`count_start`): every request GitHub saw is counted."""
-    log.info("database: %s", database_location(settings.database_url))
-    made: list[StartRequest] = []
-    check_app(settings, check_key(settings),
-              observe=lambda method, path, status, headers: made.append(
-                  (method, path, status, dict(headers))))
-    return made
-
-
 def count_start(metrics: Metrics, made: list[StartRequest]) -> None:
     for request in made:
         metrics.github_request(*request)
@@ -266,7 +244,7 @@ def count_start(metrics: Metrics, made: list[StartRequest]) -> None:
 
 def serve(settings: Settings, *, worker: bool = True) -> None:
     """``alignbot serve``: the whole App, or with ``worker=False`` the webhooks only."""
-    _logging(settings)
+    configure_logging(settings)
     made = check_start(settings)
     if not worker:
         uvicorn.run(build_web(settings, made), **uvicorn_options(settings))
@@ -286,7 +264,7 @@ def work(settings: Settings, stop: threading.Event | None = None) -> None:
     """``alignbot worker``: run jobs and the reminder timer until SIGTERM or SIGINT (or
     ``stop``), then finish the running jobs for up to 30 s; one left running then is
     reclaimed by another worker once its lease expires."""
-    _logging(settings)
+    configure_logging(settings)
     made = check_start(settings)
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():

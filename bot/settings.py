@@ -60,8 +60,9 @@ class Settings(BaseSettings):
     )
     database_wait_seconds: float = Field(
         default=60, ge=0, le=3600,
-        description="seconds, 0 to 3600, that `serve` and `worker` wait at start for an "
-                    "unreachable PostgreSQL server (trying every 2 s), before they exit",
+        description="seconds, 0 to 3600, that `serve`, `worker` and `remind-sweep` wait at "
+                    "start for an unreachable PostgreSQL server (trying every 2 s), before "
+                    "they exit",
     )
     github_api_url: str = Field(
         default="https://api.github.com",
@@ -113,10 +114,12 @@ class Settings(BaseSettings):
     log_format: Literal["json", "text"] = Field(
         default="text", description="json (one object a line) or text")
     job_timeout_seconds: float = Field(
-        default=900, gt=0,
-        description="a positive number of seconds (read, but no limit yet: a check's time is "
-                    f"bounded by {ENV_PREFIX}SANDBOX_WALL_SECONDS and the repository's "
-                    "timeout_minutes)",
+        default=1800, gt=0,
+        description="a positive number of seconds: the longest one job (a check with its "
+                    "merge base's run, a shard, a command, a reminder sweep) may run; past "
+                    "it the worker kills its sandbox, fails it for good and its check run "
+                    "says so (default: two sandboxed runs of "
+                    f"{ENV_PREFIX}SANDBOX_WALL_SECONDS' default, the head's and the base's)",
     )
     job_lease_seconds: float = Field(
         default=60, ge=3, le=3600,

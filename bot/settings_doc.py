@@ -6,14 +6,14 @@ fails while the page holds another table)."""
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
+
+from checks.api import page_command, replace_between
 
 from .settings import MIB, Settings, env_name
 
@@ -53,28 +53,12 @@ def _default(value: Any, required: bool) -> str:
 
 def with_table(page: str) -> str:
     """``page`` with the text between its markers replaced by the current table."""
-    head, begin, rest = page.partition(BEGIN)
-    _, end, tail = rest.partition(END)
-    if not begin or not end:
-        raise ValueError(f"the page lacks the markers {BEGIN!r} and {END!r}")
-    return f"{head}{BEGIN}\n{table()}{END}{tail}"
+    return replace_between(page, BEGIN, END, table())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot.settings_doc",
-                                     description="The App's settings as a Markdown table.")
-    parser.add_argument("--write", type=Path, metavar="PAGE",
-                        help="replace the table between the markers of PAGE instead")
-    args = parser.parse_args(argv)
-    if args.write is None:
-        sys.stdout.write(table())
-        return 0
-    try:
-        page = args.write.read_text()
-        args.write.write_text(with_table(page))
-    except (OSError, ValueError) as error:
-        parser.error(str(error))
-    return 0
+    return page_command("python -m bot.settings_doc", "The App's settings as a Markdown "
+                        "table.", table, with_table, argv)
 
 
 if __name__ == "__main__":

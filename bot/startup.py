@@ -1,5 +1,6 @@
-"""What ``alignbot serve`` and ``alignbot worker`` check as they start, each problem one line:
-the private key signs, GitHub takes the App's JWT, the database answers (waited for)."""
+"""What ``alignbot serve``, ``worker`` and ``remind-sweep`` check as they start, each problem
+one line: the private key signs, GitHub takes the App's JWT, the database answers (waited
+for)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Mapping
+from typing import TypeAlias
 
 import httpx
 from github import Auth
@@ -24,8 +26,25 @@ GITHUB_TIMEOUT_SECONDS = 10.0
 POSTGRES_HINT = "pip install 'alignbot[postgres]'"
 
 
+# A request the start made to GitHub (method, path, status, headers), for the metrics
+StartRequest: TypeAlias = tuple[str, str, int, Mapping[str, str]]
+
+
 class StartupError(Exception):
     """The process cannot start: the message is one line that says why and what to set."""
+
+
+def check_start(settings: Settings) -> list[StartRequest]:
+    """What every process of the App does first: say where the database is, and check that
+    the private key signs and that GitHub takes it (``StartupError``). The requests it made
+    to GitHub, for the metrics the process builds next: every request GitHub saw is
+    counted."""
+    log.info("database: %s", database_location(settings.database_url))
+    made: list[StartRequest] = []
+    check_app(settings, check_key(settings),
+              observe=lambda method, path, status, headers: made.append(
+                  (method, path, status, dict(headers))))
+    return made
 
 
 def database_location(url: str) -> str:

@@ -70,6 +70,19 @@ class JobLost(Exception):
     handler must write nothing more; the new holder does all of it again."""
 
 
+class JobTimedOut(Exception):
+    """Raised by ``ensure_current()`` once the running job has run past the worker's job
+    timeout (``ALIGNBOT_JOB_TIMEOUT_SECONDS``): it fails for good, and its handler's
+    ``give_up`` says so where users look."""
+
+    expected = True  # a condition of the job, not a bug: logged in one line
+
+    def __init__(self, job_id: int, seconds: float) -> None:
+        super().__init__(f"job {job_id} ran past the job timeout ({seconds:g} s, "
+                         "ALIGNBOT_JOB_TIMEOUT_SECONDS)")
+        self.seconds = seconds
+
+
 @dataclass
 class _Claim:
     """The job a worker thread is running, and how it is told to stop."""
@@ -80,14 +93,17 @@ class _Claim:
     # set once the job is no longer this worker's (superseded, finished elsewhere, or its
     # lease lost): long steps (the sandbox) watch it and end at once
     stop: threading.Event
+    timeout: float | None = None  # seconds the job may run
+    timed_out: bool = False  # it ran past ``timeout``: stop was set for that
 
 
 _running = threading.local()
 
 
 def ensure_current() -> None:
-    """In a job handler: raise ``JobSuperseded`` if a newer job replaced this one, or
-    ``JobLost`` if another worker took it over after this one's lease expired.
+    """In a job handler: raise ``JobSuperseded`` if a newer job replaced this one,
+    ``JobLost`` if another worker took it over after this one's lease expired, or
+    ``JobTimedOut`` once it has run past the worker's job timeout.
 
     Call it between slow steps and before posting anything, so stale results are never posted
     and two workers never post for one job. Outside a worker it does nothing.
@@ -96,6 +112,8 @@ def ensure_current() -> None:
     if claim is None or (not claim.stop.is_set()
                          and claim.queue.holds(claim.job_id, claim.worker)):
         return
+    if claim.timed_out:
+        raise JobTimedOut(claim.job_id, claim.timeout or 0)
     claim.stop.set()
     record = claim.queue.get(claim.job_id)
     if record is not None and record.state in (JobState.QUEUED, JobState.RUNNING):
@@ -155,6 +173,11 @@ class Worker:
 
     ``limits`` caps the jobs of a kind that run at once in this worker: a kind at its cap is
     not claimed until one of its jobs ends.
+
+    ``timeout`` (None: none) bounds one job's run in seconds: past it, the heartbeat thread
+    sets the job's ``stop_event()`` (its sandbox is killed within half a second) and the next
+    ``ensure_current()`` raises ``JobTimedOut``, which fails the job for good with its
+    ``give_up``. A handler that never calls ``ensure_current()`` is not cut.
     """
 
     def __init__(
@@ -171,9 +194,13 @@ class Worker:
         heartbeat: float = 2.0,
         reclaim_interval: float = 10.0,
         alone: bool = False,
+        timeout: float | None = None,
     ) -> None:
         if concurrency < 1:
             raise ValueError("concurrency must be at least 1")
+        if timeout is not None and timeout <= 0:
+            raise ValueError("a job timeout must be above 0 seconds")
+        self.timeout = timeout
         if any(limit < 1 for limit in (limits or {}).values()):
             raise ValueError("a kind's limit must be at least 1")
         self.queue = queue
@@ -302,7 +329,7 @@ class Worker:
             log.error("job %d: no handler for kind %r", job.id, job.kind)
             return
         started = time.monotonic()
-        claim = _Claim(self.queue, job.id, worker_id, threading.Event())
+        claim = _Claim(self.queue, job.id, worker_id, threading.Event(), self.timeout)
         done = threading.Event()
         beat = threading.Thread(target=self._beat, args=(claim, done), daemon=True,
                                 name=f"alignbot-heartbeat-{job.id}")
@@ -327,8 +354,21 @@ class Worker:
                      job.id, job.kind, job.key)
 
     def _beat(self, claim: _Claim, done: threading.Event) -> None:
-        """Renew the job's lease until it ends; once that fails, tell the job to stop."""
-        while not done.wait(self.heartbeat):
+        """Renew the job's lease until it ends; once that fails, or the job has run past its
+        timeout, tell the job to stop."""
+        deadline = None if claim.timeout is None else time.monotonic() + claim.timeout
+        while True:
+            wait = self.heartbeat
+            if deadline is not None and not claim.timed_out:
+                wait = max(min(wait, deadline - time.monotonic()), 0)
+            if done.wait(wait):
+                return
+            if deadline is not None and not claim.timed_out and time.monotonic() >= deadline:
+                log.warning("job %d: ran past the job timeout (%g s); stopping it",
+                            claim.job_id, claim.timeout)
+                claim.timed_out = True
+                claim.stop.set()
+                continue  # the lease is kept while the job stops and gives up
             try:
                 kept = self.queue.renew(claim.job_id, claim.worker)
             except Exception as failure:  # the database is away: the lease may still hold

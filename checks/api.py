@@ -21,7 +21,9 @@ in its own process is small, and it is all here:
   (``PRECISIONS``);
 - the engine's commands, for the one ``alignbot`` command line (``new_parser``,
   ``add_commands``, ``run``, ``UsageError``), and the exit status of its own failure
-  (``INTERNAL_ERROR``), which the sandbox tells apart from the candidate's.
+  (``INTERNAL_ERROR``), which the sandbox tells apart from the candidate's;
+- a page's generated part between markers (``replace_between``, ``page_command``), which
+  the settings table of docs/operations.md shares with the report's tables.
 
 Why a face: the engine's modules can be split, merged and renamed without the App noticing,
 as long as this module keeps its names; and what the App relies on is one list to read, not
@@ -38,6 +40,7 @@ from .catalog import DTYPE_ORDER
 from .causes import group as group_causes
 from .causes import member_dtype
 from .cli import UsageError, add_commands, new_parser, run
+from .generated_pages import page_command, replace_between
 from .internal_errors import INTERNAL_ERROR
 from .known import KNOWN_PATH, KnownEntry, KnownFile, KnownFileError, load_known
 from .markdown import Trusted, defuse, inline, no_comment, visible
@@ -86,7 +89,9 @@ __all__ = [
     "new_parser",
     "no_comment",
     "packages_line",
+    "page_command",
     "relative_interpreter",
+    "replace_between",
     "run",
     "select_shard",
     "templates_dir",

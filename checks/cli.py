@@ -176,6 +176,8 @@ def add_commands(commands: Commands) -> None:
                      help=f"built-in candidate: {', '.join(sorted(PRESETS))}")
     who.add_argument("--prelude", metavar="CODE",
                      help="Python source that binds `torch` in the candidate's worker")
+    who.add_argument("--prelude-file", metavar="FILE", type=Path,
+                     help="the same, read from a file (examples/preludes/)")
     chk.add_argument("--python", metavar="PATH", type=_interpreter,
                      help="interpreter for the candidate's worker (default: alignbot's "
                           "own)")
@@ -266,8 +268,15 @@ def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
         if not sep or ":" not in target or not name.startswith("torch."):
             raise UsageError(f"--override {item!r}: expected torch.API=module:attr")
         overrides[name] = target
+    if args.prelude_file is not None:
+        try:
+            args.prelude = args.prelude_file.read_text()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--prelude-file {args.prelude_file}: "
+                             f"{getattr(exc, 'strerror', None) or exc}") from exc
     if args.prelude is None and args.candidate is None:
-        raise UsageError("say what to check: --candidate PRESET or --prelude CODE")
+        raise UsageError("say what to check: --candidate PRESET, --prelude CODE or "
+                         "--prelude-file FILE")
     try:
         config = presets.candidate(args.candidate, args.prelude, python=args.python,
                            timeout=args.timeout, overrides=overrides)

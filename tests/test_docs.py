@@ -1,5 +1,5 @@
 """README.md and docs/: the README stays a short front page, and every link between the pages
-lands on a file and a heading that exist."""
+(and CHANGELOG.md's) lands on a file and a heading that exist."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def test_the_readme_is_a_front_page_of_at_most_8_kb() -> None:
 
 def test_every_relative_link_lands_on_a_file_and_a_heading() -> None:
     broken = []
-    for page in PAGES:
+    for page in [*PAGES, ROOT / "CHANGELOG.md"]:
         for target in _links(page):
             path, _, anchor = target.partition("#")
             where = (page.parent / path).resolve() if path else page

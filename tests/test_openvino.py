@@ -3,7 +3,7 @@ interpreter beside torch 2.13, checked through `alignbot check --candidate openv
 
 `make test` builds that interpreter (.venv-openvino); elsewhere set ALIGNBOT_OPENVINO_PYTHON.
 Each divergence asserted here was reproduced by hand in that interpreter (see
-docs/benchmarks-real-candidates.md).
+docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ STORED = Path(__file__).parent / "fixtures" / "planted_report_seed7.json"
 
 
 def environmental_fields_normalised(report: dict[str, Any]) -> dict[str, Any]:
-    """The report with only what docs/report.md calls the run's environment or time made
+    """The report with only what docs/report-format.md calls the run's environment or time made
     fixed: each finding's ``shrink.seconds`` (None, as ``--no-timings`` writes it; the session
     run keeps its seconds for the test that reads them), ``reference`` (the torch version)
     and ``candidate_packages``' versions (the build tag, ``+cpu`` or a CUDA one, is the

@@ -100,6 +100,29 @@ def test_killed_service_finishes_the_job_after_a_restart_and_posts_once(
     assert "exit status 3" in comment.body
 
 
+@pytest.mark.slow
+def test_a_job_past_the_job_timeout_is_stopped_and_its_check_run_says_so(
+        github_server: Any, make_service: Any) -> None:
+    github = github_server
+    service = make_service(ALIGNBOT_JOB_TIMEOUT_SECONDS="4")
+    # a setup of two minutes: the job, not the sandbox's own 15 minutes, ends it
+    base = {".github/alignbot.yml": quick_check_config(120),
+            "ops.py": b"def op(x):\n    return x\n"}
+    head = open_pull(github, base, {**base, "ops.py": b"def op(x):\n    return 2 * x\n"})
+    started = time.monotonic()
+    deliver(github, service.port, "pull_request",
+            github.webhook("pull_request.opened", OWNER, REPO, number=NUMBER))
+    wait_for(lambda: bool(github.check_runs_for(OWNER, REPO, head)) and all(
+        run.status == "completed" for run in github.check_runs_for(OWNER, REPO, head)),
+        TIMEOUT, "the check run to end")
+    assert time.monotonic() - started < 60  # not the setup's two minutes
+    (run,) = github.check_runs_for(OWNER, REPO, head)
+    assert run.conclusion == "failure"
+    assert ("alignbot stopped checking this head: it ran past the job timeout (4 s)"
+            in run.output["summary"]), run.output
+    assert "ran past the job timeout" in service.log_text()
+
+
 # --------------------------------------------------------------------------- roles
 
 

@@ -33,7 +33,7 @@ def test_defaults() -> None:
     assert settings.database_url == "sqlite:///alignbot.db"
     assert settings.github_api_url == "https://api.github.com"
     assert (settings.host, settings.port, settings.workers) == ("127.0.0.1", 8080, 1)
-    assert settings.job_timeout_seconds == 900
+    assert settings.job_timeout_seconds == 1800
     assert settings.max_body_bytes == 25 * 1024 * 1024
     assert settings.baseline is True  # pull requests are judged against their merge base
     assert load_settings({**VALID, "ALIGNBOT_BASELINE": "false"}).baseline is False

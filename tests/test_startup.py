@@ -1,5 +1,6 @@
-"""bot/startup.py: what `serve` and `worker` check as they start, each problem one line: the
-database waited for within its deadline, the key that must sign, GitHub that must take it."""
+"""bot/startup.py: what `serve`, `worker` and `remind-sweep` check as they start, each problem
+one line: the database waited for within its deadline, the key that must sign, GitHub that
+must take it."""
 
 from __future__ import annotations
 
@@ -209,12 +210,12 @@ def start_env(github_server: Any) -> dict[str, str]:
            "ALIGNBOT_PORT": str(free_port())}
 
 
-def _one_error_line(proc: subprocess.CompletedProcess[str]) -> str:
+def _one_error_line(proc: subprocess.CompletedProcess[str], what: str = "the service") -> str:
     assert proc.returncode == 2, proc.stderr
     assert "Traceback" not in proc.stderr
     *logged, last = proc.stderr.strip().splitlines()
     assert all(line[:4].isdigit() for line in logged), logged  # log lines, each one line
-    assert last.startswith("alignbot: error: the service cannot start: ")
+    assert last.startswith(f"alignbot: error: {what} cannot start: ")
     return last
 
 
@@ -241,9 +242,27 @@ def test_serve_with_a_key_that_cannot_sign_exits_with_one_line(
 
 
 @pytest.mark.slow
+def test_remind_sweep_makes_the_start_checks_of_serve_and_worker(
+        start_env: dict[str, str], tmp_path: Path) -> None:
+    # cron runs it with the service's settings: a key that cannot sign is one line, before
+    # the database is touched, as for serve
+    proc = start(["remind-sweep"], {**start_env, "ALIGNBOT_PRIVATE_KEY": GARBAGE_PEM}, tmp_path)
+    assert "ALIGNBOT_PRIVATE_KEY cannot sign the App's JWT" in _one_error_line(proc, "the sweep")
+    assert f"database: SQLite file {tmp_path / 'alignbot.db'}" in proc.stderr
+    assert not (tmp_path / "alignbot.db").exists()
+    # a database that does not answer is waited for, then one line
+    proc = start(["remind-sweep"], {**start_env, "ALIGNBOT_DATABASE_URL": closed_postgres(),
+                                    "ALIGNBOT_DATABASE_WAIT_SECONDS": "1"}, tmp_path)
+    line = _one_error_line(proc, "the sweep")
+    assert "the database (postgresql+psycopg://alignbot:***@" in line
+    assert "ALIGNBOT_DATABASE_WAIT_SECONDS=1" in line and "hunter2pw" not in proc.stderr
+
+
+@pytest.mark.slow
 def test_serve_starts_when_github_cannot_be_reached(make_service: Any) -> None:
     # an outage at GitHub must not keep the service down: one warning line, then /healthz
     service = make_service(ALIGNBOT_GITHUB_API_URL=f"http://127.0.0.1:{free_port()}")
-    warned = [line for line in service.log_text().splitlines() if "bot.startup" in line]
+    warned = [line for line in service.log_text().splitlines()
+              if "bot.startup" in line and " INFO " not in line]
     assert len(warned) == 1 and "WARNING" in warned[0], warned
     assert "could not be reached to check the App id and key" in warned[0]

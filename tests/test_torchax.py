@@ -3,7 +3,7 @@ interpreter beside torch 2.13, checked through `alignbot check --candidate torch
 
 `make test` builds that interpreter (.venv-torchax); elsewhere set ALIGNBOT_TORCHAX_PYTHON.
 Each divergence asserted here was reproduced by hand in that interpreter (see
-docs/benchmarks-real-candidates.md).
+docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -22,6 +22,7 @@ from bot.storage import JOBS, make_engine, migrate, transaction
 from bot.worker import (
     JobLost,
     JobSuperseded,
+    JobTimedOut,
     RetryPolicy,
     Worker,
     ensure_current,
@@ -520,3 +521,29 @@ def test_a_job_whose_worker_died_too_often_is_given_up_by_the_reclaiming_worker(
                         "gave up after 1 tries: each time its worker stopped answering "
                         "(no heartbeat for 0.2 s)")]
     assert not worker.run_once()
+
+
+def test_a_job_past_its_timeout_is_stopped_and_fails_for_good(queue: SqlJobQueue) -> None:
+    """The heartbeat sets the job's stop event at its timeout (a sandbox watching it ends at
+    once); the next ensure_current() raises JobTimedOut and give_up is told why."""
+    given_up: list[str] = []
+
+    def slow(job: JobRecord) -> dict[str, Any]:
+        stop = stop_event()
+        assert stop is not None and not stop.wait(0.1)  # not at once
+        assert stop.wait(10)  # the sandbox's wait: ended by the timeout, not its own 10 s
+        ensure_current()
+        raise AssertionError("ensure_current() let a job past its timeout go on")
+
+    slow.give_up = lambda job, reason: given_up.append(reason)  # type: ignore[attr-defined]
+    job_id = queue.enqueue(JobRequest(kind="align", key="a/b#1"))
+    started = time.monotonic()
+    assert Worker(queue, {"align": slow}, heartbeat=0.05, timeout=0.5).run_once()
+    assert time.monotonic() - started < 5
+    record = state(queue, job_id)
+    assert record.state is JobState.FAILED
+    assert record.error == given_up[0] == (f"JobTimedOut: job {job_id} ran past the job "
+                                           "timeout (0.5 s, ALIGNBOT_JOB_TIMEOUT_SECONDS)")
+    with pytest.raises(ValueError):
+        Worker(queue, {}, timeout=0)
+    assert issubclass(JobTimedOut, Exception) and JobTimedOut.expected

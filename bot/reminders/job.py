@@ -34,7 +34,8 @@ from ..jobs import REMINDER_SWEEP as JOB_KIND
 from ..lease import Lease, default_owner
 from ..queue import JobQueue, JobRecord, JobRequest, JobState, SqlJobQueue
 from ..settings import Settings
-from ..storage import make_engine, migrate, utcnow
+from ..startup import check_start, wait_for_database
+from ..storage import migrate, utcnow
 from ..worker import RetryPolicy, Worker, ensure_current, retry_policy
 from .api import ApiCallBudget, ApiCallBudgetExhausted, ApiLimits, SweepApi, WritePacer
 from .report import SweepReport
@@ -183,15 +184,16 @@ def _next_hour(now: datetime) -> datetime:
 
 def run_inline(engine: Engine, handler: SweepJob, *, force: bool = False,
                retry: RetryPolicy | None = None,
-               stale_after: timedelta = STALE_SWEEP) -> SweepReport:
+               stale_after: timedelta = STALE_SWEEP, timeout: float | None = None
+               ) -> SweepReport:
     """One pass, its jobs run in this process (``alignbot remind-sweep``): recover sweep jobs
     stranded by a dead process, queue the due sweeps, run every sweep job that can run now
-    (other kinds are left to the service), and sum up the pass's jobs. A job left for a later
-    try is reported as not finished."""
+    (other kinds are left to the service), each within ``timeout`` seconds, and sum up the
+    pass's jobs. A job left for a later try is reported as not finished."""
     queue = SqlJobQueue(engine)
     queue.recover(stale_after.total_seconds(), kinds=[JOB_KIND])
     ids = enqueue_due(engine, queue, clock=handler.clock, force=force)
-    worker = Worker(queue, {JOB_KIND: handler}, retry=retry)
+    worker = Worker(queue, {JOB_KIND: handler}, retry=retry, timeout=timeout)
     while worker.run_once(only_own=True):
         pass
     report = SweepReport()
@@ -207,14 +209,17 @@ def run_inline(engine: Engine, handler: SweepJob, *, force: bool = False,
 
 
 def run_from_settings(settings: Settings, force: bool = False) -> SweepReport:
-    """``alignbot remind-sweep``: one pass with the service's settings."""
-    engine = make_engine(settings.database_url)
+    """``alignbot remind-sweep``: one pass with the service's settings, after the checks
+    ``serve`` and ``worker`` run as they start (``bot/startup.py``: the key signs, GitHub
+    takes it, the database answers within its wait): each problem one ``StartupError``."""
+    check_start(settings)
+    engine = wait_for_database(settings)
     try:
         migrate(engine)
         app = GitHubApp(settings.app_id, settings.private_key.get_secret_value(),
                         api_options(settings))
         return run_inline(engine, SweepJob(app, engine, options_from(settings)), force=force,
-                          retry=retry_policy(settings))
+                          retry=retry_policy(settings), timeout=settings.job_timeout_seconds)
     finally:
         engine.dispose()
 
