@@ -9,7 +9,10 @@ patterns (default ``align_*.py``) is collected as spec files, each spec one test
 spec's draws run on the candidate in its own worker process (one per pytest process, so
 ``pytest -n`` with pytest-xdist gives each xdist worker its own); a finding fails the item
 with the finding's minimized, verified repro as the message. Draws depend only on the seed
-and the spec, so a spec gives the same findings whichever process runs it.
+and the spec, so a spec gives the same findings whichever process runs it. When pytest
+collects folders (not named files or test ids), PyTorch's OpInfo and ModuleInfo specs are
+tests too, ``alignbot-opinfo::opinfo.<op>``, unless ``--alignbot-no-opinfo`` or the ini key
+``alignbot_opinfo = false`` leaves them out.
 
 The known divergences (``--alignbot-known FILE``, default the root's
 ``.github/alignbot-known.yml`` when there is one; checks/known.py) make a spec whose findings
