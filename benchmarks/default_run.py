@@ -113,11 +113,13 @@ def declared_dtypes() -> dict[str, set[str]]:
 
 def coverage(seed: int, ops: str) -> dict[str, Any]:
     """Draw every default spec's programs on the reference and count the cells."""
+    from checks.cli import could_match_opinfo
     from checks.opinfo import OPINFO_DRAWS
 
     seen: set[tuple[str, str, tuple[str, str]]] = set()
     patterns = [p for p in ops.split(",") if p]
-    source = SpecSource(library=True, opinfo=True,
+    opinfo = could_match_opinfo(patterns)  # as the check itself: the database read only then
+    source = SpecSource(library=True, opinfo=opinfo,
                         opinfo_draws=None if patterns else OPINFO_DRAWS)
     for spec in source.load():
         if patterns and not spec.matches(patterns):
@@ -131,7 +133,7 @@ def coverage(seed: int, ops: str) -> dict[str, Any]:
                 draw_programs(spec, spec.n, seed, visit)
             except Exception as exc:  # a spec that fails to draw exercises nothing more
                 print(f"  {spec.name}: {type(exc).__name__}", file=sys.stderr)
-    declared = declared_dtypes()
+    declared = declared_dtypes() if opinfo else {}
     drawn: dict[str, set[str]] = defaultdict(set)
     seen = {cell for cell in seen if cell[1] != "?"}  # a value no input's dtype reaches
     for op, dtype, _ in seen:

@@ -126,11 +126,11 @@ PLANTED = {
 
 @pytest.fixture(scope="module")
 def planted_misses_report(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    """One default check restricted to the planted ops (the hang's timeout cut to 3 s so that
+    """One default check restricted to the planted ops (the hang's timeout cut to 2 s so that
     it and its shrinking do not wait a minute a call)."""
     path = tmp_path_factory.mktemp("misses") / "report.json"
     code = main(["check", "--prelude", (FIXTURES / "default_misses_prelude.py").read_text(),
-                 "--ops", ",".join(PLANTED), "--timeout", "3", "--json", str(path),
+                 "--ops", ",".join(PLANTED), "--timeout", "2", "--json", str(path),
                  "--no-progress"])
     assert code == 1
     report: dict[str, Any] = json.loads(path.read_text())

@@ -216,19 +216,27 @@ def _tensors(value: Any) -> list[TensorValue]:
 def kinds_first(plans: list[Plan]) -> list[Plan]:
     """``plans`` with one of each :func:`kind` first, in the order the kinds first appear
     (the first of a kind whose tensors are all non-empty, where one is), then the rest in
-    the generator's order: a spec's first draws pick each sample in turn, so they reach
-    every keyword combination, on non-empty tensors, however the generator orders them."""
+    the generator's order, those with an empty tensor last: a spec's first draws pick each
+    sample in turn, so they reach every keyword combination, on non-empty tensors, however
+    the generator orders them."""
     first: dict[tuple[Any, ...], int] = {}  # a kind's first sample, in order of appearance
     filled: dict[tuple[Any, ...], int] = {}  # and its first whose tensors are not empty
     for index, planned in enumerate(plans):
         key = kind(planned)
         first.setdefault(key, index)
-        tensors = _tensors([planned.input, planned.args, planned.kwargs])
-        if all(t.array.size for t in tensors):
+        if _filled(planned):
             filled.setdefault(key, index)
     chosen = [filled.get(key, index) for key, index in first.items()]
     taken = set(chosen)
-    return [plans[i] for i in chosen] + [p for i, p in enumerate(plans) if i not in taken]
+    rest = [i for i in range(len(plans)) if i not in taken]
+    full = set(filled.values()) | {i for i in rest if _filled(plans[i])}
+    return [plans[i] for i in chosen] + [plans[i] for i in rest if i in full] + \
+        [plans[i] for i in rest if i not in full]
+
+
+def _filled(planned: Plan) -> bool:
+    """Whether every tensor of the sample has elements."""
+    return all(t.array.size for t in _tensors([planned.input, planned.args, planned.kwargs]))
 
 
 @functools.lru_cache(maxsize=256)
