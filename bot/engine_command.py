@@ -22,15 +22,20 @@ def check_args(config: RepoConfig, specs: Sequence[str], root: Path, seed: int,
     (``bot.seeds.check_seed``), ``n`` ``/align``'s override of the configured draws;
     ``shard`` (K, N) runs shard K of N, ``baseline`` and ``known`` name files in the checkout
     (the merge base's report, the known divergences), and without ``minimize`` the findings
-    stay as drawn."""
+    stay as drawn. The OpInfo and ModuleInfo specs run unless the configuration says
+    ``opinfo: false``."""
     args = ["--ops", ",".join(specs), "--seed", str(seed),
             "--n", str(config.draws if n is None else n)]
     if config.tolerances is not None:
         args += ["--rtol", repr(config.tolerances.rtol), "--atol", repr(config.tolerances.atol)]
     files = sorted(p.relative_to(root).as_posix() for p in root.rglob("*.py") if p.is_file())
     spec_files = config.spec_files(files)
-    if spec_files:
+    if not config.opinfo:
+        args.append("--no-opinfo")
+    if spec_files:  # a spec file alone selects itself: name the other sources too
         args.append("--library")
+        if config.opinfo:
+            args.append("--opinfo")
         for path in spec_files:
             args += ["--spec-file", path]
     if shard is not None:

@@ -95,6 +95,7 @@ class Evidence(_Strict):
 class Shrink(_Strict):
     calls: Count
     seconds: Annotated[float, Field(ge=0)] | None  # None: the report was written without timings
+    seconds_limit: Line | None = None  # the seconds, not the calls, ended the shrinking
 
 
 class AncestorFinding(_Strict):

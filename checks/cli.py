@@ -27,7 +27,7 @@ from .findings import Finding
 from .internal_errors import report as report_internal_error
 from .known import KnownFile, KnownFileError, read_known, write_known
 from .minimize import MinimizeOptions, minimize_all
-from .opinfo import OpInfoChanged
+from .opinfo import OPINFO_DRAWS, OpInfoChanged
 from .options import OptionError, check_numbers
 from .oracle import SHRINK_CALLS, SHRINK_SECONDS
 from .presets import PRESETS, NoCandidate
@@ -54,7 +54,8 @@ TRACKER = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 FINDINGS, USAGE = 1, 2
 # How the options of `check` are named to checks.options.check_numbers
 FLAGS = {"timeout": "--timeout", "draws": "--n", "jobs": "--jobs",
-         "shrink_calls": "--shrink-calls", "shrink_seconds": "--shrink-seconds",
+         "opinfo_draws": "--opinfo-draws", "shrink_calls": "--shrink-calls",
+         "shrink_seconds": "--shrink-seconds",
          "rtol": "--rtol", "atol": "--atol"}
 
 
@@ -152,13 +153,23 @@ def _add_spec_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ops", metavar="GLOB,…", default="",
                         help="only specs whose name or ops match one of these globs")
     parser.add_argument("--spec-file", metavar="PATH", action="append", default=[], type=Path,
-                        help="extra spec file (repeatable); with it the built-in library is "
-                             "used only when --library is given")
+                        help="extra spec file (repeatable); with it the built-in library and "
+                             "the OpInfo specs are used only when --library or --opinfo is given")
     parser.add_argument("--library", action="store_true",
                         help="include the built-in specs too")
-    parser.add_argument("--opinfo", action="store_true",
-                        help="specs from PyTorch's OpInfo database (opinfo.<op>); with it the "
-                             "built-in library is used only when --library is given")
+    opinfo = parser.add_mutually_exclusive_group()
+    opinfo.add_argument("--opinfo", action="store_true",
+                        help="the specs from PyTorch's OpInfo and ModuleInfo databases "
+                             "(opinfo.<op>, moduleinfo.nn.<Module>; by default they run next to "
+                             "the built-in library); with it the built-in library is used only "
+                             "when --library is given")
+    opinfo.add_argument("--no-opinfo", action="store_true",
+                        help="leave the OpInfo and ModuleInfo specs out")
+    parser.add_argument("--opinfo-draws", type=int, metavar="N",
+                        help=f"at most N draws per OpInfo spec (default: {OPINFO_DRAWS} in a "
+                             "run of every spec, which keeps it within minutes; each entry's "
+                             "own, room for every dtype and two more, once --ops selects; 0: "
+                             "each entry's own always); --n overrides both")
 
 
 def _add_report_arguments(parser: argparse.ArgumentParser) -> None:
@@ -203,7 +214,8 @@ def add_commands(commands: Commands) -> None:
     chk.add_argument("--shrink-calls", type=int, default=SHRINK_CALLS, metavar="N",
                      help="oracle calls allowed per finding for shrinking")
     chk.add_argument("--shrink-seconds", type=float, default=SHRINK_SECONDS, metavar="S",
-                     help="seconds allowed per finding for shrinking")
+                     help="safety net: seconds allowed per finding for shrinking; a "
+                          "finding it stops says so (the calls bound shrinking)")
     chk.add_argument("--third", metavar="CODE", action="append", default=[],
                      help="prelude of a third framework used as a triage oracle (repeatable)")
     chk.add_argument("--third-python", metavar="PATH",
@@ -285,19 +297,57 @@ def _candidate(args: argparse.Namespace) -> tuple[CandidateConfig, str]:
     return config, args.prelude if args.prelude is not None else args.candidate
 
 
+def _patterns(args: argparse.Namespace) -> list[str]:
+    return [p.strip() for p in args.ops.split(",") if p.strip()]
+
+
 def _source(args: argparse.Namespace) -> SpecSource:
-    return SpecSource(library=args.library or not (args.spec_file or args.opinfo),
-                      files=tuple(args.spec_file), opinfo=args.opinfo)
+    """The specs a command's flags select. With no source named, the built-in library and
+    the OpInfo specs (unless ``--no-opinfo``); once ``--spec-file`` or ``--opinfo`` names one,
+    exactly the sources named. The OpInfo database is not even imported when no ``--ops``
+    glob can match an OpInfo spec (``activations.softplus`` names a library spec)."""
+    named = bool(args.spec_file or args.opinfo)
+    opinfo = args.opinfo or not (named or args.no_opinfo)
+    draws = args.opinfo_draws
+    try:
+        check_numbers({"opinfo_draws": draws}, FLAGS)
+    except OptionError as exc:
+        raise UsageError(str(exc)) from exc
+    if draws is None:  # a run of every spec is bounded; a selection runs what it selects
+        draws = 0 if _patterns(args) else OPINFO_DRAWS
+    return SpecSource(library=args.library or not named, files=tuple(args.spec_file),
+                      opinfo=opinfo and could_match_opinfo(_patterns(args)),
+                      opinfo_draws=draws or None)
+
+
+OPINFO_PREFIXES = ("opinfo.", "moduleinfo.", "torch.")  # what a dotted OpInfo name starts with
+
+
+def could_match_opinfo(patterns: Sequence[str]) -> bool:
+    """Whether ``--ops`` globs may select an OpInfo spec. An OpInfo spec is matched by its
+    name (``opinfo.…``, ``moduleinfo.…``), its op (``torch.…``) and their last, dotless
+    parts; a glob with a literal dot matches only dotted names, so its text before the first
+    wildcard must agree with one of those prefixes (``steal.*`` and ``activations.softplus``
+    name library or file specs)."""
+    def could(pattern: str) -> bool:
+        if "[" in pattern or "." not in pattern:
+            return True
+        literal = re.split(r"[*?]", pattern, maxsplit=1)[0]
+        if "." not in literal and "*" in pattern[:pattern.index(".")]:
+            return True
+        return any(p.startswith(literal) or literal.startswith(p) for p in OPINFO_PREFIXES)
+
+    return not patterns or any(could(p) for p in patterns)
 
 
 def _specs(args: argparse.Namespace) -> list[Spec]:
-    patterns = [p.strip() for p in args.ops.split(",") if p.strip()]
+    patterns = _patterns(args)
     try:
         specs = _source(args).load()
     except SpecFileError as exc:
         raise UsageError(f"--spec-file {exc}") from exc
     except OpInfoChanged as exc:
-        raise UsageError(f"--opinfo: {exc}") from exc
+        raise UsageError(f"the OpInfo specs: {exc}") from exc
     specs = [s for s in specs if s.matches(patterns)] if patterns else specs
     if not specs:
         raise UsageError(f"no spec matches --ops {args.ops!r}")
@@ -634,7 +684,7 @@ def cmd_specs(args: argparse.Namespace) -> int:
         print(json.dumps([entry.to_json() for entry in entries], indent=2))
     else:
         print(catalog.render(entries), end="")
-        if args.opinfo:
+        if _source(args).opinfo:
             from .opinfo.modules import coverage
             from .opinfo.specs import catalog as opinfo_catalog
             from .opinfo.specs import render_not_carried

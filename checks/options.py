@@ -33,6 +33,7 @@ RANGES: dict[str, NumberRange] = {
     "timeout": NumberRange(0, "a number of seconds above 0", above=True),
     "draws": NumberRange(1, "a whole number of draws, 1 or more", whole=True),
     "jobs": NumberRange(1, "a whole number of worker processes, 1 or more", whole=True),
+    "opinfo_draws": NumberRange(0, "a whole number of draws, 0 or more", whole=True),
     "shrink_calls": NumberRange(1, "a whole number of oracle calls, 1 or more", whole=True),
     "shrink_seconds": NumberRange(0, "a number of seconds above 0", above=True),
     "rtol": NumberRange(0, "a tolerance of 0 or more"),

@@ -9,7 +9,10 @@ patterns (default ``align_*.py``) is collected as spec files, each spec one test
 spec's draws run on the candidate in its own worker process (one per pytest process, so
 ``pytest -n`` with pytest-xdist gives each xdist worker its own); a finding fails the item
 with the finding's minimized, verified repro as the message. Draws depend only on the seed
-and the spec, so a spec gives the same findings whichever process runs it.
+and the spec, so a spec gives the same findings whichever process runs it. When pytest
+collects folders (not named files or test ids), PyTorch's OpInfo and ModuleInfo specs are
+tests too, ``alignbot-opinfo::opinfo.<op>``, unless ``--alignbot-no-opinfo`` or the ini key
+``alignbot_opinfo = false`` leaves them out.
 
 The known divergences (``--alignbot-known FILE``, default the root's
 ``.github/alignbot-known.yml`` when there is one; checks/known.py) make a spec whose findings
@@ -72,8 +75,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--alignbot-known", metavar="FILE",
                     help=f"known divergences: all-known findings xfail, a fixed one XPASSes "
                          f"(default: {KNOWN_PATH} under the root, when there is one)")
+    group.addoption("--alignbot-no-opinfo", action="store_true",
+                    help="leave out the tests of PyTorch's OpInfo and ModuleInfo specs")
     parser.addini("alignbot_spec_files", type="args", default=DEFAULT_PATTERNS,
                   help="glob patterns of spec files (default: align_*.py)")
+    parser.addini("alignbot_opinfo", type="bool", default=True,
+                  help="also run PyTorch's OpInfo and ModuleInfo specs as tests when pytest "
+                       "collects folders (default: true)")
 
 
 def _enabled(config: pytest.Config) -> bool:
@@ -139,6 +147,44 @@ def pytest_collect_file(file_path: Path, parent: pytest.Collector) -> pytest.Col
     return None
 
 
+def opinfo_wanted(config: pytest.Config) -> bool:
+    """Whether this session adds the OpInfo specs: the plugin is on, neither the option nor
+    the ini key leaves them out, and pytest was given folders (or nothing) to collect, not
+    files or test ids, which select exactly what they name."""
+    if not _enabled(config) or config.getoption("alignbot_no_opinfo") \
+            or not config.getini("alignbot_opinfo"):
+        return False
+    given = [Path(config.invocation_params.dir, arg) for arg in config.args]
+    return all("::" not in str(path) and path.is_dir() for path in given)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config,
+                                  items: list[pytest.Item]) -> None:
+    if opinfo_wanted(config):
+        items.extend(OpInfoSpecs.from_parent(session, path=config.rootpath / OPINFO).collect())
+
+
+OPINFO = "alignbot-opinfo"  # the OpInfo tests' node ids start with this name
+
+
+class OpInfoSpecs(pytest.File):
+    """The specs of PyTorch's OpInfo and ModuleInfo databases (``opinfo.<op>``,
+    ``moduleinfo.nn.<Module>``), one test each, under a file name no file has."""
+
+    def collect(self) -> Iterator[pytest.Item]:
+        from .opinfo import OPINFO_DRAWS, OpInfoChanged
+        from .spec_loading import SpecSource
+
+        try:
+            specs = SpecSource(library=False, opinfo=True, opinfo_draws=OPINFO_DRAWS).load()
+        except OpInfoChanged as exc:
+            raise pytest.UsageError(f"alignbot: the OpInfo specs: {exc} "
+                                    "(--alignbot-no-opinfo leaves them out)") from exc
+        for spec in specs:
+            yield _known_marked(SpecItem.from_parent(self, name=spec.name, spec=spec))
+
+
 class SpecFile(pytest.File):
     """A file of ``@autotest`` specs."""
 
@@ -148,15 +194,20 @@ class SpecFile(pytest.File):
         specs = load_file(self.path)
         if not specs:
             raise self.CollectError(f"{self.path.name} defines no @autotest spec")
-        known = self.config.stash.get(_KNOWN, None)
         for spec in specs:
-            item = SpecItem.from_parent(self, name=spec.name.rsplit(".", 1)[-1], spec=spec)
-            named = known.fixed([], [spec.name]) if known is not None else []
-            if named:  # all known: an xfail; nothing found: fixed, a strict XPASS
-                item.add_marker(pytest.mark.xfail(
-                    raises=KnownDivergence, strict=True,
-                    reason="; ".join(_known_reason(e) for e in named)))
-            yield item
+            yield _known_marked(SpecItem.from_parent(self, name=spec.name.rsplit(".", 1)[-1],
+                                                     spec=spec))
+
+
+def _known_marked(item: SpecItem) -> SpecItem:
+    """``item`` marked xfail when the known-divergences file names its spec: all known, an
+    xfail; nothing found, fixed, a strict XPASS."""
+    known = item.config.stash.get(_KNOWN, None)
+    named = known.fixed([], [item.spec.name]) if known is not None else []
+    if named:
+        item.add_marker(pytest.mark.xfail(raises=KnownDivergence, strict=True,
+                                          reason="; ".join(_known_reason(e) for e in named)))
+    return item
 
 
 class AlignmentFailure(Exception):

@@ -56,9 +56,11 @@ class Evidence(TypedDict):
 
 
 class Shrink(TypedDict):
-    """The budget minimizing spent: oracle calls, and seconds (None without timings)."""
+    """The budget minimizing spent: oracle calls, and seconds (None without timings), and
+    ``seconds_limit`` only when the seconds, a safety net, ended it before the calls."""
     calls: int
     seconds: float | None
+    seconds_limit: NotRequired[str]
 
 
 class AncestorFinding(TypedDict):

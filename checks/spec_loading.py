@@ -6,7 +6,7 @@ import importlib
 import importlib.util
 import pkgutil
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .spec import Spec, all_specs
@@ -51,6 +51,7 @@ class SpecSource:
     library: bool = True
     files: tuple[Path, ...] = ()
     opinfo: bool = False  # PyTorch's OpInfo database (checks/opinfo)
+    opinfo_draws: int | None = None  # at most this many draws per OpInfo spec (None: its own)
 
     def load(self) -> list[Spec]:
         """The source's specs, by name."""
@@ -58,7 +59,10 @@ class SpecSource:
         if self.opinfo:
             from .opinfo import opinfo_specs
 
-            specs = sorted(specs + opinfo_specs(), key=lambda spec: spec.name)
+            cap = self.opinfo_draws
+            made = [s if cap is None or s.n <= cap else replace(s, n=cap)
+                    for s in opinfo_specs()]
+            specs = sorted(specs + made, key=lambda spec: spec.name)
         return specs
 
     def _dsl(self) -> list[Spec]:

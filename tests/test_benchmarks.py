@@ -264,3 +264,19 @@ def test_worker_restart_compares_fresh_interpreters_and_forks(
     figures = [float(f) for f in re.findall(r"(\d+\.\d+) s", out)]
     assert out.startswith("restart after a crash, median of 1: fresh interpreter ")
     assert len(figures) == 2 and figures[1] < figures[0]  # the fork comes up sooner
+
+
+def test_default_run_times_a_check_and_counts_the_cells_it_exercises(tmp_path: Path) -> None:
+    # a library spec of tile-crossing, non-contiguous inputs: its cells are this test's claim
+    # (a whole default run takes minutes: docs/measured.md)
+    out = tmp_path / "default.json"
+    subprocess.run([sys.executable, str(SCRIPT.with_name("default_run.py")), "--ops",
+                    "tiles.tile_crossing", "--json", str(out)], check=True, capture_output=True)
+    data = json.loads(out.read_text())
+    assert data["seconds"] > 0 and data["cpu_seconds"] > 0 and data["findings"] == 0
+    assert data["specs"] == 1 and data["programs"] == 12
+    assert 0 < data["cells_exercised"] <= data["cells_possible"]
+    assert data["share"] == round(data["cells_exercised"] / data["cells_possible"], 4)
+    by_variant = data["exercised_by_variant"]
+    assert by_variant["non-contiguous tile-crossing"] >= 1
+    assert by_variant["contiguous tile-crossing"] >= 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import select
@@ -17,8 +18,10 @@ from typing import Any
 
 import pytest
 
-from checks.cli import build_parser, main
+from checks.cli import _source, build_parser, main
+from checks.opinfo import OPINFO_DRAWS
 from checks.progress import Progress
+from checks.spec_loading import SpecSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PLANTED = str(FIXTURES / "planted_specs.py")
@@ -45,6 +48,32 @@ def test_a_minimized_report_has_every_field_of_each_finding(planted_report: dict
 
 
 @pytest.mark.slow
+def test_same_seed_gives_byte_identical_reports_on_a_busy_machine(tmp_path: Path) -> None:
+    # the second run shares the machine with a process that keeps a core busy: shrinking is
+    # bounded by oracle calls, not seconds, so the load changes nothing in the report
+    prelude = (FIXTURES / "planted_prelude.py").read_text()
+    paths = [tmp_path / "a.json", tmp_path / "b.json"]
+    for path in paths:
+        busy = None if path.name == "a.json" else subprocess.Popen(
+            [sys.executable, "-c", "while True: pass"])
+        try:
+            proc = _alignbot("check", "--prelude", prelude, "--spec-file", PLANTED, "--seed",
+                             "5", "--ops", "softplus*", "--jobs", "1", "--json",
+                             str(path), "--no-timings")
+        finally:
+            if busy is not None:
+                busy.kill()
+                busy.wait()
+        assert proc.returncode == 1, proc.stderr
+    assert paths[0].read_bytes() == paths[1].read_bytes()
+    report = json.loads(paths[0].read_text())
+    assert report["findings"] and all(f["repro_verified"] for f in report["findings"])
+    for finding in report["findings"]:
+        assert finding["shrink"]["seconds"] is None and finding["shrink"]["calls"] >= 1
+        assert "seconds_limit" not in finding["shrink"]  # the calls, not the clock, bound it
+
+
+@pytest.mark.slow
 def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -> None:
     md = tmp_path / "r.md"
     code = main(["check", "--candidate", "torch", "--spec-file", PLANTED, "--ops",
@@ -54,15 +83,54 @@ def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -
     assert "No mismatch" in md.read_text()
 
 
+@pytest.mark.parametrize(("flags", "source"), [
+    ([], SpecSource(library=True, opinfo=True)),  # the default: library and OpInfo
+    (["--no-opinfo"], SpecSource(library=True)),
+    (["--library"], SpecSource(library=True, opinfo=True)),
+    (["--ops", "softplus*"], SpecSource(library=True, opinfo=True)),
+    (["--opinfo"], SpecSource(library=False, opinfo=True)),
+    (["--opinfo", "--library"], SpecSource(library=True, opinfo=True)),
+    # a spec file selects exactly itself; the other sources come only when named
+    (["--spec-file", PLANTED], SpecSource(library=False, files=(Path(PLANTED),))),
+    (["--spec-file", PLANTED, "--library"],
+     SpecSource(library=True, files=(Path(PLANTED),))),
+    (["--spec-file", PLANTED, "--opinfo"],
+     SpecSource(library=False, files=(Path(PLANTED),), opinfo=True)),
+    # globs that can match no OpInfo spec leave PyTorch's database unread
+    (["--ops", "activations.softplus,steal.*"], SpecSource(library=True)),
+    (["--ops", "activations.softplus,*.softplus"], SpecSource(library=True, opinfo=True)),
+    (["--ops", "torch.nn.functional.*"], SpecSource(library=True, opinfo=True)),
+])
+def test_which_sources_the_flags_select(flags: list[str], source: SpecSource) -> None:
+    for command in ("check", "specs"):
+        selected = _source(build_parser().parse_args([command, *flags]))
+        assert dataclasses.replace(selected, opinfo_draws=None) == source
+
+
+def test_the_opinfo_draws_are_bounded_by_default_and_the_bound_can_be_lifted() -> None:
+    def source(*flags: str) -> SpecSource:
+        return _source(build_parser().parse_args(["check", "--opinfo", *flags]))
+
+    assert source().opinfo_draws == OPINFO_DRAWS == 5  # a run of every spec
+    assert source("--ops", "sqrt").opinfo_draws is None  # a selection: each entry's own
+    assert source("--opinfo-draws", "8", "--ops", "sqrt").opinfo_draws == 8
+    assert source("--opinfo-draws", "0").opinfo_draws is None
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["check", "--candidate", "nope"], "unknown candidate preset 'nope'"),
     (["check"], "--candidate PRESET or --prelude CODE"),
     # one job: no worker processes to start first (tests/test_jobs.py has a prelude that fails
     # in the workers)
-    (["check", "--prelude", "raise SystemError('no device')", "--jobs", "1"],
+    (["check", "--prelude", "raise SystemError('no device')", "--jobs", "1",
+      "--no-opinfo"],
      "prelude failed: SystemError"),
-    (["check", "--candidate", "torch", "--python", "/no/python", "--jobs", "1"],
+    (["check", "--candidate", "torch", "--python", "/no/python", "--jobs", "1",
+      "--no-opinfo"],
      "cannot start the candidate"),
+    (["check", "--candidate", "torch", "--opinfo", "--no-opinfo"], "not allowed with"),
+    (["check", "--candidate", "torch", "--opinfo-draws", "-1"],
+     "--opinfo-draws -1: expected a whole number of draws, 0 or more"),
     (["check", "--candidate", "torch", "--spec-file", str(FIXTURES / "broken_specs.py")],
      "spec broken_specs.typo raised on the reference: AttributeError"),
     (["check", "--candidate", "torch", "--spec-file", PLANTED, "--ops", "zzz*"],
@@ -73,7 +141,7 @@ def test_clean_run_exits_zero_and_writes_markdown(tmp_path: Path, capsys: Any) -
     (["frobnicate"], "invalid choice"),
     (["check", "--candidate", "torch", "--jobs", "0"], "--jobs 0: expected a whole number"),
     (["check", "--candidate", "torch", "--jobs", "x"], "argument --jobs: invalid int value"),
-    (["specs", "--ops", "zzz*"], "no spec matches --ops 'zzz*'"),
+    (["specs", "--no-opinfo", "--ops", "zzz*"], "no spec matches --ops 'zzz*'"),
     (["specs", "--spec-file", "/no/specs.py"], "--spec-file /no/specs.py: no such file"),
 ])
 @pytest.mark.slow
@@ -283,7 +351,7 @@ def test_a_report_without_minimizing_renders_as_markdown(tmp_path: Path) -> None
                "F.softplus = lambda x, beta=1.0, threshold=20.0: _softplus(x) * 1.01\n")
     markdown = tmp_path / "report.md"
     assert main(["check", "--prelude", prelude, "--ops", "softplus*", "--n", "2", "--jobs", "1",
-                 "--no-minimize", "--no-progress", "--markdown", str(markdown)]) == 1
+                 "--no-opinfo", "--no-minimize", "--no-progress", "--markdown", str(markdown)]) == 1
     text = markdown.read_text()
     assert "torch.nn.functional.softplus" in text and "not triaged" in text
     assert "Minimized repro" not in text

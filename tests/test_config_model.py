@@ -57,6 +57,7 @@ def test_minimal_config_gets_the_defaults() -> None:
     assert config.candidate.preset == "torch"
     assert config.ops == [] and config.specs == [] and config.tolerances is None
     assert (config.draws, config.timeout_minutes) == (20, 15)
+    assert config.opinfo  # the OpInfo specs the op globs match run too
     assert config.upstream.tracker == "pytorch/pytorch"
     assert config.trust.outside_contributors == "require-ok-to-test"
     assert not config.trust.carry_over_pushes

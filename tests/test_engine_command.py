@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from bot.config import load_config
 from bot.engine_command import check_args, engine_argv
 
@@ -18,9 +20,29 @@ def test_a_check_names_its_specs_seed_draws_and_the_checkouts_spec_files(
     (tmp_path / "other.py").write_text("")
     config = load_config(CONFIG)
     assert check_args(config, ["relu*", "tanh"], tmp_path, 5) == [
-        "--ops", "relu*,tanh", "--seed", "5", "--n", "7", "--library",
+        "--ops", "relu*,tanh", "--seed", "5", "--n", "7", "--library", "--opinfo",
         "--spec-file", "specs/mine.py"]
     assert check_args(config, ["relu*"], tmp_path, 5, 3)[4:6] == ["--n", "3"]
+
+
+@pytest.mark.parametrize(("yml", "files", "expected"), [
+    ("", [], []),  # the OpInfo specs the globs match run by default
+    ("opinfo: false\n", [], ["--no-opinfo"]),
+    # a spec file alone would select itself: the library and the OpInfo specs are named
+    ('specs: ["align/*.py"]\n', ["align/a.py"],
+     ["--library", "--opinfo", "--spec-file", "align/a.py"]),
+    ('opinfo: false\nspecs: ["align/*.py"]\n', ["align/a.py"],
+     ["--no-opinfo", "--library", "--spec-file", "align/a.py"]),
+])
+def test_the_opinfo_specs_run_unless_the_configuration_says_no(
+        tmp_path: Path, yml: str, files: list[str], expected: list[str]) -> None:
+    for name in files:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("")
+    config = load_config("candidate:\n  preset: torch\n" + yml)
+    args = check_args(config, ["softplus*"], tmp_path, 0)
+    assert args[:6] == ["--ops", "softplus*", "--seed", "0", "--n", "20"]
+    assert args[6:] == expected
 
 
 def test_shard_baseline_known_and_minimizing_come_after_the_checks_flags(

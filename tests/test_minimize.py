@@ -17,7 +17,7 @@ from checks import CandidateConfig, CandidateProcess
 from checks.cli import main
 from checks.engine import check
 from checks.findings import Kind
-from checks.oracle import Oracle, ShrinkBudget
+from checks.oracle import Oracle, ShrinkBudget, ShrinkBudgetSpent, stats
 from checks.repro import run_script
 from checks.shrink import Shrinker
 from checks.spec_loading import load_file
@@ -336,3 +336,18 @@ def test_each_of_two_bugs_in_one_op_shrinks_to_itself(two_bugs_report: dict[str,
         theirs = _rejudge(finding, specs, full.replace(only, f'BUGS = {{"{other}"}}'))
         assert mine is not None and mine.fingerprint == finding["fingerprint"]
         assert theirs is None
+
+
+def test_the_calls_bound_shrinking_and_the_seconds_limit_says_when_it_bit() -> None:
+    by_calls = ShrinkBudget(max_calls=2, max_seconds=3600)
+    by_calls.spend()
+    by_calls.spend()
+    with pytest.raises(ShrinkBudgetSpent):
+        by_calls.spend()
+    assert by_calls.stopped == "calls" and "seconds_limit" not in stats(by_calls)
+    by_clock = ShrinkBudget(max_calls=300, max_seconds=0.0)
+    with pytest.raises(ShrinkBudgetSpent):
+        by_clock.spend()
+    assert by_clock.stopped == "seconds" and by_clock.calls == 0
+    note = stats(by_clock)["seconds_limit"]
+    assert note.startswith("stopped by the 0 s limit after 0 oracle calls, before the 300-call")

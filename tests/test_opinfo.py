@@ -173,12 +173,16 @@ def test_programs_hold_the_samples_as_literal_inputs_and_one_call() -> None:
     draw_programs(spec, 6, 0, lambda program, ref: programs.append(program))
     dtypes = set()
     for program in programs:
-        *inputs, call = program["nodes"]
-        assert inputs and all(n["op"] == "input" and n["recipe"]["kind"] == "literal"
-                              for n in inputs)
+        *before, call = program["nodes"]
+        inputs = [n for n in before if n["op"] == "input"]
+        views = [n["target"] for n in before if n["op"] != "input"]  # a non-contiguous variant
+        assert inputs and all(n["recipe"]["kind"] == "literal" for n in inputs)
+        assert set(views) <= {"torch.Tensor.transpose", "torch.Tensor.__getitem__"}
+        assert len(views) <= 1
         assert call["target"] == "torch.softmax"
         dtypes.add(inputs[0]["dtype"])
-        assert program["backward"] is not None
+    # a draw may take the samples without gradients (checks/opinfo/specs.py: sample_pool)
+    assert any(program["backward"] is not None for program in programs)
     assert dtypes <= {"float32", "float64", "float16", "bfloat16"}
 
 

@@ -228,7 +228,7 @@ def test_the_wheel_checks_and_prints_a_repro_outside_the_sources(app_env: Env) -
     _assert_isolated(app_env)
     # one job, two draws: that the installed engine checks is the claim, not how many draws
     clean = app_env.run("alignbot", "check", "--candidate", "torch", "--ops", "relu",
-                        "--n", "2", "--jobs", "1", "--no-progress")
+                        "--n", "2", "--jobs", "1", "--no-opinfo", "--no-progress")
     assert clean.returncode == 0, clean.stderr
     assert "0 findings" in clean.stdout
 
@@ -257,12 +257,20 @@ def test_the_engine_alone_checks_and_app_commands_say_what_to_install(engine_env
     for module in ENGINE_ONLY_MISSING:
         probe = engine_env.python(f"import {module}")
         assert probe.returncode != 0, f"{module} is installed with the engine alone"
+    # the OpInfo specs come with the base install: PyTorch's database is read by default
+    clean = engine_env.run("alignbot", "check", "--candidate", "torch", "--ops", "relu",
+                           "--n", "2", "--jobs", "1", "--no-progress", "--json", "relu.json")
+    assert clean.returncode == 0, clean.stderr
+    assert "0 findings" in clean.stdout
+    ran = json.loads((engine_env.work / "relu.json").read_text())["specs"]
+    assert "activations.relu" in ran and "opinfo.nn.functional.relu" in ran, ran
     # two workers: each a fresh interpreter of the installed engine, with its own candidate
     parallel = engine_env.run("alignbot", "check", "--candidate", "torch", "--ops",
-                              "relu,gelu", "--n", "2", "--jobs", "2", "--no-progress")
+                              "relu,gelu", "--no-opinfo", "--n", "2", "--jobs", "2",
+                              "--no-progress")
     assert parallel.returncode == 0, parallel.stderr
     assert "3 specs, 6 programs" in parallel.stdout and "0 findings" in parallel.stdout
-    listed = engine_env.run("alignbot", "specs", "--ops", "relu")
+    listed = engine_env.run("alignbot", "specs", "--no-opinfo", "--ops", "relu")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.splitlines()[1].split()[:3] == ["activations.relu", "DSL",
                                                          "float32,float64"]

@@ -30,12 +30,14 @@ def repository(tmp_path: Path, fastops: Path) -> Path:
 REPRO_LINE = re.compile(r"repro \(verified: exits 1 while the bug is there\): python (\S+)")
 
 
-def run_pytest(repo: Path, *args: str) -> tuple[int, str, dict[str, str | None]]:
-    """pytest's exit status, its output, and each test's failure text (None: passed)."""
+def run_pytest(repo: Path, *args: str, opinfo: bool = False
+               ) -> tuple[int, str, dict[str, str | None]]:
+    """pytest's exit status, its output, and each test's failure text (None: passed). The
+    OpInfo tests are left out unless ``opinfo``: these tests are about the spec files."""
     report = repo / "report.xml"
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", f"--junitxml={report}",
-         "--alignbot-draws=4", *args],
+         "--alignbot-draws=4", *([] if opinfo else ["--alignbot-no-opinfo"]), *args],
         cwd=repo, capture_output=True, text=True, timeout=900)
     outcomes: dict[str, str | None] = {}
     if report.exists():
@@ -208,3 +210,21 @@ def test_known_divergences_xfail_and_a_fixed_one_is_a_strict_xpass(
     code, output, _ = run_pytest(aligned, f"--alignbot-prelude={PRELUDE}",
                                  f"--alignbot-known={known}")
     assert code == 4 and f"{known}:2: the entry has no `reason:`" in output, output
+
+
+@pytest.mark.slow
+def test_the_opinfo_specs_are_tests_too_unless_left_out(broken: Path) -> None:
+    # fastops' broken softplus fails PyTorch's own OpInfo spec of softplus as well
+    code, output, outcomes = run_pytest(broken, f"--alignbot-prelude={PRELUDE}",
+                                        "--alignbot-draws=3", "-k",
+                                        "nn.functional.softplus and not errors",
+                                        opinfo=True)
+    assert code == 1, output
+    assert outcomes.get("opinfo.nn.functional.softplus"), (outcomes, output[-3000:])
+    assert set(outcomes) == {"opinfo.nn.functional.softplus"}, outcomes
+    assert "repro (verified" in str(outcomes["opinfo.nn.functional.softplus"])
+    # a spec file named on the command line selects exactly its specs
+    code, output, outcomes = run_pytest(broken, f"--alignbot-prelude={PRELUDE}",
+                                        "align_fastops.py", "-k", "softplus",
+                                        "--alignbot-no-minimize", opinfo=True)
+    assert outcomes and not any(name.startswith("opinfo.") for name in outcomes), outcomes

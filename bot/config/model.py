@@ -233,6 +233,8 @@ class RepoConfig(_Strict):
     specs: list[PathGlob] = Field(default_factory=list, description="extra spec files in the "
                                   "repository (path globs)")
     draws: int = Field(default=20, ge=1, le=1000, description="draws per spec")
+    opinfo: bool = Field(default=True, description="also run the specs from PyTorch's OpInfo "
+                         "and ModuleInfo databases that the op globs match")
     timeout_minutes: int = Field(default=15, ge=1, le=120,
                                  description="wall-clock limit for one check")
     shards: int = Field(default=1, ge=1, le=16, description="shard jobs to split a check "

@@ -14,6 +14,12 @@ from collections.abc import Iterable
 from ..spec import Spec
 from .adapter import OpInfoChanged
 
+# Draws per OpInfo spec in a default run (``--opinfo-draws``): about a thousand OpInfo specs
+# run next to the library, and at each entry's own count (room for every dtype and two more)
+# a default run took far more than 4 minutes on two cores; with 5, each seed covers a few of
+# an entry's dtypes and variants, and the App's seed (from the head commit) rotates them.
+OPINFO_DRAWS = 5
+
 
 def opinfo_specs(patterns: Iterable[str] = ()) -> list[Spec]:
     """The OpInfo specs (all, or those matching one of ``patterns``), sorted by name."""
@@ -25,4 +31,4 @@ def opinfo_specs(patterns: Iterable[str] = ()) -> list[Spec]:
     return [s for s in specs if s.matches(pats)] if pats else specs
 
 
-__all__ = ["OpInfoChanged", "opinfo_specs"]
+__all__ = ["OPINFO_DRAWS", "OpInfoChanged", "opinfo_specs"]

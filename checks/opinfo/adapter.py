@@ -35,6 +35,10 @@ ERROR_ATTRS = ("sample_input", "error_type", "error_regex")
 PUBLIC_PREFIXES = ("torch.nn.functional", "torch.linalg", "torch.special", "torch.fft",
                    "torch.masked", "torch.signal.windows", "torch.sparse", "torch.Tensor", "torch")
 MAX_SAMPLES = 48  # taken from one generator call: reference inputs can be hundreds
+# Samples read from one generator call to choose those from: a generator that loops over
+# sizes first yields its every keyword combination on empty tensors before any other
+# (searchsorted's right=True on a non-empty boundary is its 53rd sample)
+MAX_READ = 4 * MAX_SAMPLES
 
 
 class OpInfoChanged(RuntimeError):
@@ -96,8 +100,9 @@ def op_db() -> list[Any]:
     try:
         module = importlib.import_module(OP_DB_MODULE)
     except ImportError as exc:
-        raise OpInfoChanged(f"cannot import {OP_DB_MODULE}: {exc} (OpInfo specs need the "
-                            "`opinfo` extra: pip install 'alignbot[opinfo]')") from exc
+        raise OpInfoChanged(f"cannot import {OP_DB_MODULE}: {exc} (it needs expecttest, "
+                            "part of alignbot's install; --no-opinfo leaves the OpInfo specs "
+                            "out)") from exc
     entries = getattr(module, "op_db", None)
     if not isinstance(entries, list) or not entries:
         raise OpInfoChanged(f"{OP_DB_MODULE}.op_db is no longer a non-empty list")
@@ -191,8 +196,9 @@ def _lookup(torch: Any, path: str) -> Any:
 
 def samples(entry: Entry, dtype: str, seed: int, reference: bool,
             requires_grad: bool) -> list[Sample]:
-    """The entry's sample (or reference) inputs for ``dtype``, drawn from torch's generator
-    seeded with ``seed``; the caller's random state is left as it was."""
+    """The entry's sample (or reference) inputs for ``dtype`` (at most :data:`MAX_READ`),
+    drawn from torch's generator seeded with ``seed``; the caller's random state is left as
+    it was."""
     import torch
 
     info = op_db()[entry.index]
@@ -200,7 +206,7 @@ def samples(entry: Entry, dtype: str, seed: int, reference: bool,
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         drawn = list(itertools.islice(
-            make("cpu", getattr(torch, dtype), requires_grad=requires_grad), MAX_SAMPLES))
+            make("cpu", getattr(torch, dtype), requires_grad=requires_grad), MAX_READ))
     return [_sample(s) for s in drawn]
 
 

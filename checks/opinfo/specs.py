@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
-from ..dsl import literal_tensor, oneof, random, random_bool, resolve
+from ..choice_points import Site
+from ..dsl import current, literal_tensor, oneof, random, random_bool, resolve
 from ..runtime.dtypes import TABLE
 from ..runtime.values import differentiable, observe, to_numpy
 from ..spec import Spec
@@ -124,6 +125,23 @@ def _tensor(torch: Any, tensor: Any) -> TensorValue:
     return TensorValue(array, name, grad)
 
 
+def accepted(entry: Entry, planned: Plan) -> bool:
+    """Whether the reference takes the planned call without raising (a respelled keyword)."""
+    import torch
+
+    def make(value: TensorValue) -> Any:
+        return torch.from_numpy(value.array.copy()).to(getattr(torch, value.dtype))
+
+    first, args, kwargs = arguments(planned, make)
+    with torch.random.fork_rng(devices=[]), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            invoke(torch, entry, first, args, kwargs)
+        except Exception:
+            return False
+    return True
+
+
 def observable(entry: Entry, planned: Plan) -> bool:
     """Whether the engine can observe the reference's result on the planned sample, made as
     the trace makes it (a sparse or complex32 result cannot be compared). A call that raises
@@ -153,13 +171,72 @@ def observable(entry: Entry, planned: Plan) -> bool:
 
 @functools.lru_cache(maxsize=256)
 def sample_pool(entry: Entry, dtype: str, seed: int, reference: bool) -> tuple[Plan, ...]:
+    """The samples a draw picks from, each kind first (:func:`kinds_first`). Where the entry
+    has gradients for ``dtype``, the generator's samples with gradients, then those it gives
+    only without them (embedding's ``padding_idx`` and ``max_norm``: their gradients differ
+    from the numerical ones its own tests use), which stay without."""
     grad = entry.autograd and dtype in entry.grad_dtypes
     try:
-        return _pool(entry, adapter.samples(entry, dtype, seed, reference, grad))
+        plans = _plans(adapter.samples(entry, dtype, seed, reference, grad))
+        if grad:
+            kinds = {kind(p) for p in plans}
+            plans += [p for p in _plans(adapter.samples(entry, dtype, seed, reference, False))
+                      if kind(p) not in kinds]
     except adapter.OpInfoChanged:
         raise
     except Exception:  # the database's own generator failed: nothing to draw from
         return ()
+    return _observable(entry, kinds_first(plans))
+
+
+def kind(planned: Plan) -> tuple[Any, ...]:
+    """What a sample is, but for its tensors' values and shapes: its plain arguments and
+    keywords (``right=True``, ``padding_idx=2``), a tensor where it has one."""
+    def shown(value: Any) -> Any:
+        if isinstance(value, TensorValue):
+            return "tensor"
+        if isinstance(value, (list, tuple)):
+            return tuple(shown(v) for v in value)
+        return repr(value)
+
+    return (shown(planned.input), tuple(shown(a) for a in planned.args),
+            tuple(sorted((k, shown(v)) for k, v in planned.kwargs.items())))
+
+
+def _tensors(value: Any) -> list[TensorValue]:
+    if isinstance(value, TensorValue):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+def kinds_first(plans: list[Plan]) -> list[Plan]:
+    """``plans`` with one of each :func:`kind` first, in the order the kinds first appear
+    (the first of a kind whose tensors are all non-empty, where one is), then the rest in
+    the generator's order, those with an empty tensor last: a spec's first draws pick each
+    sample in turn, so they reach every keyword combination, on non-empty tensors, however
+    the generator orders them."""
+    first: dict[tuple[Any, ...], int] = {}  # a kind's first sample, in order of appearance
+    filled: dict[tuple[Any, ...], int] = {}  # and its first whose tensors are not empty
+    for index, planned in enumerate(plans):
+        key = kind(planned)
+        first.setdefault(key, index)
+        if _filled(planned):
+            filled.setdefault(key, index)
+    chosen = [filled.get(key, index) for key, index in first.items()]
+    taken = set(chosen)
+    rest = [i for i in range(len(plans)) if i not in taken]
+    full = set(filled.values()) | {i for i in rest if _filled(plans[i])}
+    return [plans[i] for i in chosen] + [plans[i] for i in rest if i in full] + \
+        [plans[i] for i in rest if i not in full]
+
+
+def _filled(planned: Plan) -> bool:
+    """Whether every tensor of the sample has elements."""
+    return all(t.array.size for t in _tensors([planned.input, planned.args, planned.kwargs]))
 
 
 @functools.lru_cache(maxsize=256)
@@ -172,16 +249,29 @@ def error_pool(entry: Entry, seed: int) -> tuple[Plan, ...]:
         return ()
 
 
-def _pool(entry: Entry, samples: list[Sample]) -> tuple[Plan, ...]:
+def _plans(samples: list[Sample]) -> list[Plan]:
     plans = []
     for sample in samples:
         try:
-            planned = plan(sample)
+            plans.append(plan(sample))
         except Unsupported:
             continue
+    return plans
+
+
+def _observable(entry: Entry, plans: list[Plan]) -> tuple[Plan, ...]:
+    """The first :data:`adapter.MAX_SAMPLES` of ``plans`` whose result the engine observes."""
+    kept: list[Plan] = []
+    for planned in plans:
+        if len(kept) == adapter.MAX_SAMPLES:
+            break
         if observable(entry, planned):
-            plans.append(planned)
-    return tuple(plans)
+            kept.append(planned)
+    return tuple(kept)
+
+
+def _pool(entry: Entry, samples: list[Sample]) -> tuple[Plan, ...]:
+    return _observable(entry, _plans(samples))
 
 
 def literal_input(value: TensorValue) -> Any:
@@ -243,7 +333,14 @@ def invoke(torch: Any, entry: Entry, first: Any, args: list[Any], kwargs: dict[s
 
 
 def _pick(pool: tuple[Plan, ...]) -> Plan | None:
-    return pool[int(random(0, len(pool)))] if pool else None
+    """One sample of the pool, through a choice point: the first draws of a spec reach every
+    sample (a plain random index stays near the first few, whose keywords are the defaults)."""
+    if not pool:
+        return None
+    # one choice point per pool size (pools of one entry differ by dtype and by gradients):
+    # the explorer covers a point's alternatives only where their number stays the same
+    site = Site(__file__, 10_000 + len(pool), f"sample of {len(pool)}")
+    return pool[current().draw_alternative(site, [str(i) for i in range(len(pool))])]
 
 
 def draws(dtypes: tuple[str, ...]) -> int:
@@ -252,13 +349,28 @@ def draws(dtypes: tuple[str, ...]) -> int:
 
 
 def sample_spec(entry: Entry, dtypes: tuple[str, ...]) -> Spec:
+    from . import variants
+
     dtype_choice = oneof(*dtypes)
+    variant_choice = oneof(*variants.VARIANTS)
 
     def fn(torch: Any) -> Any:
         dtype = str(resolve(dtype_choice))
         reference = entry.has_reference and bool(random_bool())
         planned = _pick(sample_pool(entry, dtype, int(random(0, SEEDS)), reference))
-        return None if planned is None else call(torch, entry, planned)
+        if planned is None:
+            return None
+        variant = str(resolve(variant_choice))
+        changed = variants.apply(planned, variant)
+        if variant == "respelled" and not accepted(entry, changed):
+            changed = planned  # a spelling the reference does not take for this op
+        planned = changed
+        if variant == "non-contiguous" and (first := variants.first_tensor(planned)):
+            def make(value: TensorValue) -> Any:
+                return variants.laid_out(value) if value is first else literal_input(value)
+
+            return invoke(torch, entry, *arguments(planned, make))
+        return call(torch, entry, planned)
 
     return _spec(fn, f"opinfo.{entry.key}", entry, draws(dtypes), backward=entry.autograd,
                  tolerance=UNCOMPARED if random_values(entry) else None)
