@@ -119,7 +119,7 @@ def test_the_opinfo_draws_are_bounded_by_default_and_the_bound_can_be_lifted() -
 
 @pytest.mark.parametrize(("args", "message"), [
     (["check", "--candidate", "nope"], "unknown candidate preset 'nope'"),
-    (["check"], "--candidate PRESET or --prelude CODE"),
+    (["check"], "--candidate PRESET, --prelude CODE or --prelude-file FILE"),
     # one job: no worker processes to start first (tests/test_jobs.py has a prelude that fails
     # in the workers)
     (["check", "--prelude", "raise SystemError('no device')", "--jobs", "1",

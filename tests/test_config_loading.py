@@ -31,7 +31,7 @@ def test_unknown_keys_are_rejected_with_their_lines_and_a_suggestion() -> None:
         ".github/alignbot.yml:7:5: ops[0].spec: unknown key `spec`; did you mean `specs`? "
         "(allowed here: paths, specs)",
         ".github/alignbot.yml:8:1: tolerance: unknown key `tolerance`; did you mean "
-        "`tolerances`? (allowed here: candidate, ops, specs, draws, timeout_minutes, "
+        "`tolerances`? (allowed here: candidate, ops, specs, draws, opinfo, timeout_minutes, "
         "shards, tolerances, upstream, trust, reminders, known, baseline)",
     ]
 

@@ -26,6 +26,7 @@ from ..runtime.values import differentiable, observe, to_numpy
 from ..spec import Spec
 from . import adapter
 from .adapter import Entry, Sample
+from .plans import Plan, TensorValue
 
 # Input dtypes the Program format carries, in the order a draw prefers them (shrinks toward).
 DTYPES = tuple(row.name for row in sorted(TABLE, key=lambda row: row.draw_rank))
@@ -47,24 +48,6 @@ E = TypeVar("E", bound=_Declared)  # an entry of OpInfo's or ModuleInfo's databa
 
 class Unsupported(Exception):
     """A sample holds a value that a Program cannot carry."""
-
-
-@dataclass(frozen=True)
-class TensorValue:
-    """A sample's tensor, copied out: what ``literal_tensor`` makes again on both sides."""
-
-    array: Any
-    dtype: str
-    requires_grad: bool
-
-
-@dataclass(frozen=True)
-class Plan:
-    """A sample with its tensors replaced by :class:`TensorValue`."""
-
-    input: Any
-    args: tuple[Any, ...]
-    kwargs: dict[str, Any]
 
 
 @dataclass

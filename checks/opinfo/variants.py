@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..dsl import literal_tensor, random
-from .specs import Plan, TensorValue
+from .plans import Plan, TensorValue
 
 AS_SAMPLED = "as sampled"
 VARIANTS = (AS_SAMPLED, "non-contiguous", "negated", "integer-valued", "zeros", "related",
