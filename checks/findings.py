@@ -24,12 +24,7 @@ from .report_types import FindingEntry, FindingExtra
 from .runtime.literals import node_refs, refs
 from .runtime.program_types import GRAD_AFTER, IN_PROGRAM_BACKWARDS
 from .runtime.region import PROGRAM_KEY
-from .runtime.replay import (
-    NOT_COMPUTING_CALLS,
-    NOT_COMPUTING_METHODS,
-    NOT_COMPUTING_PREFIXES,
-    per_call,
-)
+from .runtime.replay import computing_name, per_call
 from .signatures import (
     describe_key,
     error_cause,
@@ -287,34 +282,28 @@ def _leaf_gradient(program: Program, key: str, mismatch: Mismatch, backward: Nod
     is named. (A wrong gradient that comes from further down the graph arrives through the
     same call: the message says how the call was chosen.)"""
     leaf = key.split(GRAD_AFTER, 1)[1]
-    steps = _steps(program, backward["id"])
-    here = _takers(steps[-1], leaf.split(":", 1)[0], program)
-    if here is not None:
-        if not here:
-            return finding(key, mismatch, backward["id"], target_of(backward))
-        taker = here[-1]
-        note = (f" (the gradient reaches {leaf} through {target_of(taker)} ({taker['id']}), "
-                f"the last call before {target_of(backward)} ({backward['id']}) that takes it)")
-        return finding(key, mismatch, taker["id"], target_of(taker), note)
-    for step in reversed(steps[:-1]):
-        earlier = _takers(step, leaf.split(":", 1)[0], program)
-        if earlier is None:
+    modules = {n["id"] for n in program["nodes"] if n["op"] == "module"}
+    for back, step in enumerate(reversed(_steps(program, backward["id"], modules))):
+        takers = _takers(step, leaf.split(":", 1)[0], modules)
+        if takers is None:  # no call of this step takes it: an earlier step's did
             continue
-        if not earlier:
+        if not takers:
             break
-        taker = earlier[-1]
-        note = (f" (its gradient was written through {target_of(taker)} ({taker['id']}) in an "
-                f"earlier step and changed during {target_of(backward)} ({backward['id']}), "
-                f"whose graph does not hold {leaf}: the candidate reused memory it had "
-                "handed out as that gradient)")
-        return finding(key, mismatch, taker["id"], target_of(taker), note)
+        taker = takers[-1]
+        how = (f"the gradient reaches {leaf} through {target_of(taker)} ({taker['id']}), the "
+               f"last call before {target_of(backward)} ({backward['id']}) that takes it"
+               if back == 0 else
+               f"its gradient was written through {target_of(taker)} ({taker['id']}) in an "
+               f"earlier step and changed during {target_of(backward)} ({backward['id']}), "
+               f"whose graph does not hold {leaf}: the candidate reused memory it had "
+               "handed out as that gradient")
+        return finding(key, mismatch, taker["id"], target_of(taker), f" ({how})")
     return finding(key, mismatch, backward["id"], target_of(backward))
 
 
-def _steps(program: Program, backward_id: str) -> list[list[Node]]:
+def _steps(program: Program, backward_id: str, modules: set[str]) -> list[list[Node]]:
     """The tensor computations of each step up to ``backward_id``: the calls before each of
     the program's own backward calls, since the previous one."""
-    modules = {n["id"] for n in program["nodes"] if n["op"] == "module"}
     steps: list[list[Node]] = [[]]
     for node in program["nodes"]:
         if node["id"] == backward_id:
@@ -326,10 +315,9 @@ def _steps(program: Program, backward_id: str) -> list[list[Node]]:
     return steps
 
 
-def _takers(step: list[Node], base: str, program: Program) -> list[Node] | None:
+def _takers(step: list[Node], base: str, modules: set[str]) -> list[Node] | None:
     """The calls of ``step`` that take ``base`` (a value, or a module for its parameters):
     None when there are none, [] when they are of more than one API."""
-    modules = {n["id"] for n in program["nodes"] if n["op"] == "module"}
     takers = [n for n in step if base in {ref.split(".")[0] if ref.split(".")[0] in modules
                                           else ref for ref in node_refs(n)}]
     if not takers:
@@ -338,21 +326,14 @@ def _takers(step: list[Node], base: str, program: Program) -> list[Node] | None:
 
 
 def _computes(node: Node, modules: set[str]) -> bool:
-    """A tensor computation, as ``alignbot_wrap`` sees one (checks.runtime.replay.computes),
-    told from the program alone: a module invoked, a tensor method other than those that
-    drive autograd, a function that is not the autograd machinery, an optimizer or a
-    setting."""
-    if node["op"] == "invoke":
-        return True
+    """A tensor computation, as ``alignbot_wrap`` sees one, told from the program alone
+    (:func:`checks.runtime.replay.computes` with a method's owner known only as a module or
+    not)."""
     if node["op"] == "method":
         owner = refs(call_args(node)[:1])
-        return bool(owner) and owner[0].split(".")[0] not in modules \
-            and node.get("name") not in NOT_COMPUTING_METHODS \
-            and not node["target"].startswith(NOT_COMPUTING_PREFIXES)
-    if node["op"] != "call":
-        return False
-    target = node["target"]
-    return target not in NOT_COMPUTING_CALLS and not target.startswith(NOT_COMPUTING_PREFIXES)
+        if not owner or owner[0].split(".")[0] in modules:
+            return False
+    return node["op"] in ("invoke", "method", "call") and computing_name(node["op"], node["target"])
 
 
 def _finder(program: Program, ref: Observations, cand: Observations, spec: str

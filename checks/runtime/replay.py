@@ -103,14 +103,22 @@ def computes(torch: Any, op: str, target: str, fn: Any, owner: Any = None) -> bo
     optimizer being built) and not the autograd machinery, random state or settings, and a
     method of a tensor (``owner``) other than those that drive autograd (``backward``). A
     method of a module (``parameters()``, ``eval()``) or an optimizer (``step()``) is not."""
+    if op == "method" and not is_tensor(torch, owner):
+        return False
+    return not (op == "call" and isinstance(fn, type)) and computing_name(op, target)
+
+
+def computing_name(op: str, target: str) -> bool:
+    """What :func:`computes` decides from the call's kind and name alone: a module invoked,
+    a method not among those that drive autograd, a function (``call``) that is not the
+    autograd machinery, random state, a setting or an optimizer."""
     if op == "invoke":
         return True
     if op == "method":
-        name = target.rsplit(".", 1)[-1]
-        return is_tensor(torch, owner) and name not in NOT_COMPUTING_METHODS
-    if op != "call" or isinstance(fn, type):
-        return False
-    return target not in NOT_COMPUTING_CALLS and not target.startswith(NOT_COMPUTING_PREFIXES)
+        return target.rsplit(".", 1)[-1] not in NOT_COMPUTING_METHODS \
+            and not target.startswith(NOT_COMPUTING_PREFIXES)
+    return op == "call" and target not in NOT_COMPUTING_CALLS \
+        and not target.startswith(NOT_COMPUTING_PREFIXES)
 
 
 def wraps_also(also: WrapAlso | None, target: str) -> bool:
