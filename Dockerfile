@@ -32,7 +32,7 @@ COPY templates /src/templates
 COPY examples /src/examples
 RUN pip install --no-cache-dir '/src[app]' \
  && rm -rf /src \
- && cd / && python -c "import bot.serve, checks.report as r; \
+ && cd / && python -c "import alignbot.bot.serve, alignbot.checks.report as r; \
 r.environment().get_template('pr_comment.md.j2'); r.environment().get_template('repro.py.j2')"
 
 WORKDIR /app

@@ -20,9 +20,13 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-lint: $(STAMP)
+lint: $(STAMP) .lint/alignbot
 	$(BIN)/ruff check checks bot tests benchmarks examples
 	$(BIN)/mypy
+
+# What mypy reads (pyproject.toml, [tool.mypy]): the packages under their import name.
+.lint/alignbot:
+	mkdir -p $@ && ln -sfn ../../checks $@/checks && ln -sfn ../../bot $@/bot
 
 # Everything the tests need, built side by side by `make test` (`--jobs`): .venv with ruff
 # and mypy run, the candidates' interpreters, and Debian's packages (scripts/packages.sh:

@@ -28,8 +28,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from checks.engine import draw_programs
-from checks.spec_loading import SpecSource
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.spec_loading import SpecSource
 
 VIEWS = frozenset({"transpose", "t", "mT", "permute", "expand", "expand_as", "__getitem__",
                    "narrow", "as_strided", "movedim", "swapaxes", "diagonal", "unfold"})
@@ -50,7 +50,7 @@ def timed_run(candidate: str, seed: int, ops: str) -> tuple[float, float, dict[s
         report = Path(tmp) / "report.json"
         cpu = _children_cpu()
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "checks.cli", "check", "--candidate",
+        proc = subprocess.run([sys.executable, "-m", "alignbot.checks.cli", "check", "--candidate",
                                candidate, "--seed", str(seed), "--no-progress", "--json",
                                str(report), *(["--ops", ops] if ops else [])],
                               capture_output=True, text=True)
@@ -102,8 +102,8 @@ def _refs(value: Any) -> list[str]:
 
 def declared_dtypes() -> dict[str, set[str]]:
     """Each OpInfo target's CPU dtypes that a program carries."""
-    from checks.opinfo import adapter
-    from checks.opinfo.specs import entry_dtypes
+    from alignbot.checks.opinfo import adapter
+    from alignbot.checks.opinfo.specs import entry_dtypes
 
     declared: dict[str, set[str]] = defaultdict(set)
     for entry in adapter.database().entries:
@@ -113,8 +113,8 @@ def declared_dtypes() -> dict[str, set[str]]:
 
 def coverage(seed: int, ops: str) -> dict[str, Any]:
     """Draw every default spec's programs on the reference and count the cells."""
-    from checks.cli import could_match_opinfo
-    from checks.opinfo import OPINFO_DRAWS
+    from alignbot.checks.cli import could_match_opinfo
+    from alignbot.checks.opinfo import OPINFO_DRAWS
 
     seen: set[tuple[str, str, tuple[str, str]]] = set()
     patterns = [p for p in ops.split(",") if p]

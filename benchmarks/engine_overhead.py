@@ -11,7 +11,8 @@ Every drawn program is timed three ways, in rounds whose phase order rotates:
   this process, as a hand-written test would; writing the test (code generation, ``compile``)
   is not timed.
 * **calls**: the same test without its asserts: the bare work of both sides.
-* **engine**: what ``checks.engine.check`` does per program once the draw is made: trace the
+* **engine**: what ``alignbot.checks.engine.check`` does per program once the draw is made: trace
+  the
   program on the reference (replaying its recorded choices, so without Hypothesis), send it
   to the candidate worker process, which replays and observes it and sends the observations
   back, and judge them. The worker is started and warmed up before any timing.
@@ -40,18 +41,32 @@ from typing import Any
 
 import torch
 
-from checks import CandidateConfig, CandidateProcess, engine, preset
-from checks.codegen import render_literal
-from checks.dsl import DrawContext
-from checks.engine import Observations, Program, Stats, check, draw_programs, evaluate, finish
-from checks.engine import trace_program as trace
-from checks.runtime.literals import is_ref, ref_of
-from checks.runtime.program_types import BackwardPlan, CallNode, EncodedLiteral, Node, Recipe
-from checks.runtime.replay import _from_numpy as from_numpy
-from checks.runtime.replay import make_input
-from checks.runtime.values import make_array
-from checks.spec import Spec
-from checks.spec_loading import library_specs
+from alignbot.checks import CandidateConfig, CandidateProcess, engine, preset
+from alignbot.checks.codegen import render_literal
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import (
+    Observations,
+    Program,
+    Stats,
+    check,
+    draw_programs,
+    evaluate,
+    finish,
+)
+from alignbot.checks.engine import trace_program as trace
+from alignbot.checks.runtime.literals import is_ref, ref_of
+from alignbot.checks.runtime.program_types import (
+    BackwardPlan,
+    CallNode,
+    EncodedLiteral,
+    Node,
+    Recipe,
+)
+from alignbot.checks.runtime.replay import _from_numpy as from_numpy
+from alignbot.checks.runtime.replay import make_input
+from alignbot.checks.runtime.values import make_array
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import library_specs
 
 TARGET = 1.5
 PER_FAMILY = 4

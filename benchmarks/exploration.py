@@ -16,10 +16,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from checks.engine import draw_programs
-from checks.explore import Exploration
-from checks.spec import Spec
-from checks.spec_loading import library_specs
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.explore import Exploration
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import library_specs
 
 
 def sweep(specs: list[Spec], n: int | None, steer: bool) -> dict[str, Any]:

@@ -25,7 +25,7 @@ def command(args: argparse.Namespace, jobs: int, out: Path) -> list[str]:
     extra = [] if args.minimize or args.planted else ["--no-minimize"]
     ops = ["--ops", args.ops] if args.ops else []
     n = ["--n", str(args.n)] if args.n else []
-    return [sys.executable, "-m", "checks.cli", "check", *who, *ops, *n, "--seed",
+    return [sys.executable, "-m", "alignbot.checks.cli", "check", *who, *ops, *n, "--seed",
             str(args.seed), "--jobs", str(jobs), "--json", str(out), "--no-timings",
             "--no-progress", *extra]
 

@@ -25,8 +25,8 @@ def fill(database: Path, active: int, finished: int) -> Any:
     sys.path.insert(0, str(ROOT))
     from sqlalchemy import insert
 
-    from bot.jobs import ALIGN, COMMAND, REMINDER_SWEEP
-    from bot.storage import JOBS, make_engine, migrate, transaction, utcnow
+    from alignbot.bot.jobs import ALIGN, COMMAND, REMINDER_SWEEP
+    from alignbot.bot.storage import JOBS, make_engine, migrate, transaction, utcnow
 
     engine = make_engine(f"sqlite:///{database}")
     migrate(engine)
@@ -51,7 +51,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="alignbot-scrape-") as tmp:
         engine = fill(Path(tmp) / "jobs.db", args.active, args.finished)
-        from bot.metrics import Metrics
+        from alignbot.bot.metrics import Metrics
 
         metrics = Metrics(engine)
         for route in ("/repos/o/r/pulls/1", "/repos/o/r/check-runs", "/app"):

@@ -24,11 +24,11 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from checks.engine import draw_programs
-from checks.opinfo import adapter, modules
-from checks.opinfo.specs import catalog, entry_dtypes, render_not_carried, why_not_carried
-from checks.spec import Spec
-from checks.spec_loading import library_specs
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.opinfo import adapter, modules
+from alignbot.checks.opinfo.specs import catalog, entry_dtypes, render_not_carried, why_not_carried
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import library_specs
 
 
 def library_names(names: frozenset[str], targets: dict[str, set[str]]) -> set[str]:

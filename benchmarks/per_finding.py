@@ -26,15 +26,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checks import minimize as minimizing  # noqa: E402
-from checks import presets  # noqa: E402
-from checks.candidate import CandidateProcess  # noqa: E402
-from checks.engine import check  # noqa: E402
-from checks.findings import Finding  # noqa: E402
-from checks.minimize import MinimizeOptions, minimize_all  # noqa: E402
-from checks.spec import Spec  # noqa: E402
-from checks.spec_loading import SpecSource  # noqa: E402
-from checks.vocab import relative_interpreter  # noqa: E402
+from alignbot.checks import minimize as minimizing  # noqa: E402
+from alignbot.checks import presets  # noqa: E402
+from alignbot.checks.candidate import CandidateProcess  # noqa: E402
+from alignbot.checks.engine import check  # noqa: E402
+from alignbot.checks.findings import Finding  # noqa: E402
+from alignbot.checks.minimize import MinimizeOptions, minimize_all  # noqa: E402
+from alignbot.checks.spec import Spec  # noqa: E402
+from alignbot.checks.spec_loading import SpecSource  # noqa: E402
+from alignbot.checks.vocab import relative_interpreter  # noqa: E402
 
 PLANTED = ROOT / "tests" / "fixtures"
 
@@ -49,7 +49,7 @@ def _specs(args: argparse.Namespace) -> list[Spec]:
     return [spec for spec in source.load() if not patterns or spec.matches(patterns)]
 
 
-PHASES = {  # phase: the name checks.minimize calls it by
+PHASES = {  # phase: the name alignbot.checks.minimize calls it by
     "shrink": "reduce", "verify repro": "make", "reference run": "reference_observations",
     "oracles": "oracle_observations", "pytorch-alone": "reference_only",
     "reference-suspect script": "reference_alone",

@@ -31,8 +31,8 @@ from sqlalchemy import insert
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from bot.github import ApiOptions, GitHubApp  # noqa: E402
-from bot.reminders import (  # noqa: E402
+from alignbot.bot.github import ApiOptions, GitHubApp  # noqa: E402
+from alignbot.bot.reminders import (  # noqa: E402
     WEEKDAYS,
     ApiLimits,
     SweepJob,
@@ -40,8 +40,8 @@ from bot.reminders import (  # noqa: E402
     SweepReport,
     run_inline,
 )
-from bot.storage import InstallationRow, make_engine, migrate, transaction  # noqa: E402
-from bot.testing.github import GitHubServer, rate_limits  # noqa: E402
+from alignbot.bot.storage import InstallationRow, make_engine, migrate, transaction  # noqa: E402
+from alignbot.bot.testing.github import GitHubServer, rate_limits  # noqa: E402
 
 ORG, INSTALLATION, BASE = "bench-org", 777, "0" * 40
 GITHUB_HOURLY = 5000  # an installation's default hourly budget on github.com

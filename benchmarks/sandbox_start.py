@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bot.config import load_config  # noqa: E402
-from bot.sandbox import Containment, SandboxLimits, run_check  # noqa: E402
+from alignbot.bot.config import load_config  # noqa: E402
+from alignbot.bot.sandbox import Containment, SandboxLimits, run_check  # noqa: E402
 
 
 class Refused(Exception):

@@ -1,7 +1,8 @@
 """Sharded checks: the wall time of one pull request's check run whole and split into N
 shard jobs, on ``--workers`` ``alignbot worker`` processes (one thread each) on PostgreSQL.
 
-For each shard count it starts the deployed topology (``bot.stack``) against the GitHub test
+For each shard count it starts the deployed topology (``alignbot.bot.stack``) against the GitHub
+test
 server, delivers one signed ``pull_request.opened`` for a pull request whose configuration
 runs the candidate ``torch`` on ``--ops`` with ``--draws``, and times the delivery to the
 completed check run. The merged report is compared with the whole one (specs, programs,
@@ -29,13 +30,13 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+from alignbot.bot.demo import SECRET, wait_for  # noqa: E402
+from alignbot.bot.jobs import ALIGN, ALIGN_SHARD  # noqa: E402
+from alignbot.bot.queue import SqlJobQueue  # noqa: E402
+from alignbot.bot.stack import Stack, github_test_env, seed_pull_requests  # noqa: E402
+from alignbot.bot.storage import make_engine  # noqa: E402
+from alignbot.bot.testing.github import GitHubServer  # noqa: E402
 from benchmarks.workers import empty  # noqa: E402
-from bot.demo import SECRET, wait_for  # noqa: E402
-from bot.jobs import ALIGN, ALIGN_SHARD  # noqa: E402
-from bot.queue import SqlJobQueue  # noqa: E402
-from bot.stack import Stack, github_test_env, seed_pull_requests  # noqa: E402
-from bot.storage import make_engine  # noqa: E402
-from bot.testing.github import GitHubServer  # noqa: E402
 
 OWNER, INSTALLATION = "bench-org", 7171
 

@@ -21,13 +21,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-from checks import CandidateConfig, CandidateProcess
-from checks.engine import check, draw_programs, evaluate, input_elements
-from checks.findings import Finding
-from checks.minimize import reduce
-from checks.oracle import ShrinkBudget
-from checks.spec import Spec
-from checks.spec_loading import load_file
+from alignbot.checks import CandidateConfig, CandidateProcess
+from alignbot.checks.engine import check, draw_programs, evaluate, input_elements
+from alignbot.checks.findings import Finding
+from alignbot.checks.minimize import reduce
+from alignbot.checks.oracle import ShrinkBudget
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 TARGET_SECONDS, TARGET_CALLS = 20.0, 300

@@ -48,12 +48,12 @@ def serve(database: Path, with_worker: bool, access_log: bool, synchronous: str)
     sys.path.insert(0, str(ROOT))
     import uvicorn
 
-    from bot.app import create_app
-    from bot.queue import JobRecord, JobRequest, SqlJobQueue
-    from bot.settings import load_settings
-    from bot.storage import make_engine, migrate
-    from bot.webhooks import Event, WebhookRouter, require
-    from bot.worker import Worker
+    from alignbot.bot.app import create_app
+    from alignbot.bot.queue import JobRecord, JobRequest, SqlJobQueue
+    from alignbot.bot.settings import load_settings
+    from alignbot.bot.storage import make_engine, migrate
+    from alignbot.bot.webhooks import Event, WebhookRouter, require
+    from alignbot.bot.worker import Worker
 
     settings = load_settings(
         {

@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checks.candidate import CandidateConfig, CandidateProcess  # noqa: E402
+from alignbot.checks.candidate import CandidateConfig, CandidateProcess  # noqa: E402
 
 CRASHING = ("import ctypes, torch\n"
             "torch.nn.functional.relu = lambda x: ctypes.string_at(0)\n")
@@ -53,7 +53,7 @@ def crash_check(fresh: bool) -> float:
     fixtures = ROOT / "tests" / "fixtures"
     started = time.monotonic()
     proc = subprocess.run(
-        [sys.executable, "-m", "checks.cli", "check", "--prelude",
+        [sys.executable, "-m", "alignbot.checks.cli", "check", "--prelude",
          (fixtures / "crashing_prelude.py").read_text(), "--spec-file",
          str(fixtures / "planted_specs.py"), "--ops", "softplus*,tanh*,mean*", "--n", "2",
          "--jobs", "1", "--no-progress"], env=env, capture_output=True, text=True, cwd=ROOT)

@@ -1,7 +1,7 @@
 """Worker processes: completed checks per minute with 1, 2 and 4 ``alignbot worker``
 processes, and the webhook acknowledgement latency while they are busy.
 
-For each count it starts the deployed topology (``bot.stack``: one ``alignbot serve
+For each count it starts the deployed topology (``alignbot.bot.stack``: one ``alignbot serve
 --no-worker`` and N workers, one thread each, on PostgreSQL) against the GitHub test server,
 delivers one signed ``pull_request.opened`` per pull request at once, and times the checks
 from the first delivery to the last job done. Each check is the whole path of a job (check
@@ -35,11 +35,11 @@ from sqlalchemy import MetaData, func, select
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from bot.demo import SECRET, wait_for  # noqa: E402
-from bot.jobs import ALIGN  # noqa: E402
-from bot.stack import Stack, github_test_env, quick_check_config, seed_pull_requests  # noqa: E402
-from bot.storage import JOBS, JobState, make_engine, transaction  # noqa: E402
-from bot.testing.github import GitHubServer  # noqa: E402
+from alignbot.bot.demo import SECRET, wait_for  # noqa: E402
+from alignbot.bot.jobs import ALIGN  # noqa: E402
+from alignbot.bot.stack import Stack, github_test_env, quick_check_config, seed_pull_requests  # noqa: E402
+from alignbot.bot.storage import JOBS, JobState, make_engine, transaction  # noqa: E402
+from alignbot.bot.testing.github import GitHubServer  # noqa: E402
 
 OWNER, INSTALLATION = "bench-org", 7070
 

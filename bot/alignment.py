@@ -19,7 +19,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
 
-from checks.api import KNOWN_PATH, KnownFile, KnownFileError, load_known
+from alignbot.checks.api import KNOWN_PATH, KnownFile, KnownFileError, load_known
 
 from . import baseline as baselines
 from .archive import ArchiveError, extract_tarball
@@ -121,7 +121,8 @@ class SandboxRunner(Protocol):
 
 
 class Sharding(Protocol):
-    """``bot.sharding.Sharding``: what an ``align`` job does with a check of several shards."""
+    """``alignbot.bot.sharding.Sharding``: what an ``align`` job does with a check of several
+    shards."""
 
     def split(self, job: JobRecord, ctx: CheckContext, shards: int
               ) -> dict[str, Any] | None: ...
@@ -131,7 +132,7 @@ class Sharding(Protocol):
     def close_superseded(self, job: JobRecord, repo: Repository, newer: str) -> None: ...
 
 
-# (repository, pull request, job payload) -> None to run, or why not (bot.trust.TrustGate)
+# (repository, pull request, job payload) -> None to run, or why not (alignbot.bot.trust.TrustGate)
 Gate = Callable[[Repository, PullRequest, dict[str, Any]], Hold | None]
 
 
@@ -150,8 +151,9 @@ class AlignmentJob:
     engine: Engine | None = None  # where installations are recorded: a removed one is skipped
     max_shards: int = 1  # the operator's cap on a repository's ``shards``
     merge_base_check: bool = True  # the operator's switch: False checks no merge base
-    work_dir: Path | None = None  # where checkouts go (bot.workdir.WorkFolder); None: /tmp
-    sharding: Sharding | None = None  # bot.sharding.Sharding: splits a check into shard jobs
+    work_dir: Path | None = None  # where checkouts go (alignbot.bot.workdir.WorkFolder); None: /tmp
+    # alignbot.bot.sharding.Sharding: splits a check into shard jobs
+    sharding: Sharding | None = None
     status_url: str | None = None  # the App's public address: check runs link the PR's page
 
     def __call__(self, job: JobRecord) -> dict[str, Any] | None:

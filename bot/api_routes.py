@@ -41,7 +41,7 @@ class ApiRoute:
 ROUTES: tuple[ApiRoute, ...] = (
     ApiRoute("GET", "/app", None),
     ApiRoute("POST", "/app/installations/{installation_id}/access_tokens", None),
-    ApiRoute("GET", f"{REPO}/installation", None),  # bot.tenancy: who holds a repository
+    ApiRoute("GET", f"{REPO}/installation", None),  # alignbot.bot.tenancy: who holds a repository
     ApiRoute("GET", REPO, "metadata:read"),
     ApiRoute("GET", f"{REPO}/collaborators/{{username}}/permission", "metadata:read"),
     ApiRoute("GET", "/search/issues", "metadata:read"),

@@ -17,11 +17,11 @@ from sqlalchemy.exc import SQLAlchemyError
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 
-from bot.intake import Intake, IntakeLimits, Verified
-from bot.metrics import CONTENT_TYPE, Metrics
-from bot.settings import Settings
-from bot.storage import transaction
-from bot.webhooks import (
+from alignbot.bot.intake import Intake, IntakeLimits, Verified
+from alignbot.bot.metrics import CONTENT_TYPE, Metrics
+from alignbot.bot.settings import Settings
+from alignbot.bot.storage import transaction
+from alignbot.bot.webhooks import (
     Acceptance,
     DeliveryStore,
     SqlDeliveryStore,

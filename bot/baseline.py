@@ -12,7 +12,7 @@ from typing import Any
 
 from sqlalchemy import Engine, select
 
-from checks.api import KnownEntry, KnownFile, Verdict, fingerprints
+from alignbot.checks.api import KnownEntry, KnownFile, Verdict, fingerprints
 
 from .config import RepoConfig
 from .engine_report import EngineFinding, EngineReport, InvalidReport, parse_report

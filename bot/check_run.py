@@ -1,5 +1,5 @@
 """The check run of one head, from opened to completed: one object shared by the whole check
-(``bot.alignment``) and its shards (``bot.sharding``)."""
+(``alignbot.bot.alignment``) and its shards (``alignbot.bot.sharding``)."""
 
 from __future__ import annotations
 

@@ -15,10 +15,10 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # the App's modules load only when one of its commands runs
-    from bot.serve import Role
-    from bot.settings import Settings
+    from alignbot.bot.serve import Role
+    from alignbot.bot.settings import Settings
 
-from checks.api import UsageError, add_commands, new_parser, run
+from alignbot.checks.api import UsageError, add_commands, new_parser, run
 
 INSTALL_HINT = "pip install 'alignbot[app]'"
 # What `serve --help` and `worker --help` list; every one is a setting (tests/test_bot_cli.py).
@@ -28,12 +28,12 @@ START_SETTINGS = ("ALIGNBOT_APP_ID", "ALIGNBOT_PRIVATE_KEY_FILE", "ALIGNBOT_WEBH
 SETTINGS_EPILOG = (
     "Settings come from the environment; those read at start: " + ", ".join(START_SETTINGS)
     + " (ALIGNBOT_PRIVATE_KEY may hold the key itself). Every setting, its default and "
-    "meaning: docs/operations.md#settings, or `python -m bot.settings_doc`. At start the "
+    "meaning: docs/operations.md#settings, or `python -m alignbot.bot.settings_doc`. At start the "
     "key must sign a JWT that GitHub takes (GET /app; GitHub unreachable: a warning) and "
     "the database must answer within ALIGNBOT_DATABASE_WAIT_SECONDS; otherwise one line "
     "and exit status 2.")
 # Modules of this project: one missing is a broken install, not a missing extra.
-OWN_MODULES = frozenset({"bot", "checks"})
+OWN_MODULES = frozenset({"alignbot"})
 
 
 @contextmanager
@@ -98,7 +98,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     with app_dependencies("serve"):
-        from bot.serve import Role, serve
+        from alignbot.bot.serve import Role, serve
 
     env = dict(os.environ)
     if args.host:
@@ -114,12 +114,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
 def cmd_worker(args: argparse.Namespace) -> int:
     if args.check_health:  # every 30 s in a container: the health file alone, not the App
         with app_dependencies("worker"):
-            from bot.health import check_command
+            from alignbot.bot.health import check_command
         code, line = check_command(os.environ)
         print(line)
         return code
     with app_dependencies("worker"):
-        from bot.serve import Role, work
+        from alignbot.bot.serve import Role, work
 
     settings = _settings_for(Role.WORKER, dict(os.environ))
     with _startup():
@@ -129,8 +129,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
 @contextmanager
 def _startup(what: str = "the service") -> Iterator[None]:
-    """A process that cannot start (``bot.startup.StartupError``) ends with its one line."""
-    from bot.startup import StartupError
+    """A process that cannot start (``alignbot.bot.startup.StartupError``) ends with its one
+    line."""
+    from alignbot.bot.startup import StartupError
 
     try:
         yield
@@ -140,8 +141,8 @@ def _startup(what: str = "the service") -> Iterator[None]:
 
 def _settings_for(role: Role, env: dict[str, str], what: str = "the service") -> Settings:
     """The settings of one process of the App, or one usage line saying why it cannot run."""
-    from bot.serve import role_problem
-    from bot.settings import SettingsError, load_settings
+    from alignbot.bot.serve import role_problem
+    from alignbot.bot.settings import SettingsError, load_settings
 
     try:
         settings = load_settings(env)
@@ -155,8 +156,8 @@ def _settings_for(role: Role, env: dict[str, str], what: str = "the service") ->
 
 def cmd_remind_sweep(args: argparse.Namespace) -> int:
     with app_dependencies("remind-sweep"):
-        from bot.reminders import run_from_settings
-        from bot.serve import Role, configure_logging
+        from alignbot.bot.reminders import run_from_settings
+        from alignbot.bot.serve import Role, configure_logging
 
     # the checks `serve` and `worker` make at start, each problem one line (bot/startup.py)
     settings = _settings_for(Role.ALL, dict(os.environ), "the sweep")
@@ -168,7 +169,7 @@ def cmd_remind_sweep(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     with app_dependencies("demo"):
-        from bot.demo import run_demo
+        from alignbot.bot.demo import run_demo
 
     try:
         return run_demo()
@@ -178,7 +179,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def cmd_config_schema(args: argparse.Namespace) -> int:
     with app_dependencies("config-schema"):
-        from bot.config import config_schema
+        from alignbot.bot.config import config_schema
 
     print(json.dumps(config_schema(), indent=2, sort_keys=True))
     return 0
@@ -186,8 +187,8 @@ def cmd_config_schema(args: argparse.Namespace) -> int:
 
 def cmd_app_manifest(args: argparse.Namespace) -> int:
     with app_dependencies("app-manifest"):
-        from bot.manifest import ManifestError, build_manifest
-        from bot.serve import webhook_router
+        from alignbot.bot.manifest import ManifestError, build_manifest
+        from alignbot.bot.serve import webhook_router
 
     try:
         manifest = build_manifest(webhook_router(), args.url, name=args.name,

@@ -28,7 +28,7 @@ from .serve import Service, build
 from .settings import Settings, load_settings
 from .testing.github import GitHubServer, validation_available
 
-EXAMPLES = Path(str(resources.files("bot.examples")))  # examples/, also from a wheel
+EXAMPLES = Path(str(resources.files("alignbot.bot.examples")))  # examples/, also from a wheel
 OWNER, REPO, NUMBER, INSTALLATION = "demo-org", "fastops", 1, 4242
 SECRET = "demo webhook secret"
 

@@ -19,7 +19,7 @@ def check_args(config: RepoConfig, specs: Sequence[str], root: Path, seed: int,
                minimize: bool = True) -> list[str]:
     """The engine's arguments for a check of ``specs`` on the checkout at ``root``; the
     sandbox adds the candidate's own (``engine_argv``). ``seed`` is the check's
-    (``bot.seeds.check_seed``), ``n`` ``/align``'s override of the configured draws;
+    (``alignbot.bot.seeds.check_seed``), ``n`` ``/align``'s override of the configured draws;
     ``shard`` (K, N) runs shard K of N, ``baseline`` and ``known`` name files in the checkout
     (the merge base's report, the known divergences), and without ``minimize`` the findings
     stay as drawn. The OpInfo and ModuleInfo specs run unless the configuration says
@@ -51,13 +51,13 @@ def check_args(config: RepoConfig, specs: Sequence[str], root: Path, seed: int,
 
 def engine_argv(config: RepoConfig, check_args: Sequence[str], *, python: Path, repo: Path,
                 report: Path) -> list[str]:
-    """The engine's whole command line: ``python -m checks.cli check``, the candidate's
+    """The engine's whole command line: ``python -m alignbot.checks.cli check``, the candidate's
     options (a relative ``candidate.python`` under ``repo``), ``check_args``, the
     configuration's draws and tracker and one worker unless they say otherwise, and the JSON
     report written to ``report``."""
     # -I: the repository's own `checks/` (or anything on PYTHONPATH) cannot shadow the
     # engine; the candidate's worker still sees PYTHONPATH.
-    args = [str(python), "-I", "-B", "-m", "checks.cli", "check",
+    args = [str(python), "-I", "-B", "-m", "alignbot.checks.cli", "check",
             *config.candidate.cli_args(repo), *check_args]
     if "--n" not in check_args:
         args += ["--n", str(config.draws)]

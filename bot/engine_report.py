@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError
 
-from bot import nesting
-from checks.api import (
+from alignbot.bot import nesting
+from alignbot.checks.api import (
     PRECISIONS,
     REPORT_VERSION,
     CauseForm,
@@ -194,7 +194,7 @@ class CauseMember(_Strict):
 
 class Cause(_Strict):
     """Findings that share one candidate-side failure (checks/causes.py). The App groups the
-    findings it validated itself (``checks.causes.group``); this list is only checked."""
+    findings it validated itself (``alignbot.checks.causes.group``); this list is only checked."""
 
     id: Fingerprint
     form: CauseForm

@@ -1,7 +1,7 @@
 """The error taxonomy every job shares: what is worth retrying, and when.
 
 A handler raises :class:`TransientError` (or any exception with a true ``transient``
-attribute, like ``bot.github.RateLimited``) for a failure that may pass (GitHub answered
+attribute, like ``alignbot.bot.github.RateLimited``) for a failure that may pass (GitHub answered
 502, the network blinked); the worker retries it under its policy. Anything else fails the
 job for good, with :func:`describe` as its reason.
 """
@@ -15,7 +15,7 @@ class TransientError(Exception):
     """A failure worth retrying later (GitHub answered 502, the network blinked).
 
     Any exception with a true ``transient`` attribute counts as well; one that also has a
-    ``retry_at`` datetime (``bot.github.RateLimited``) is run again at that time.
+    ``retry_at`` datetime (``alignbot.bot.github.RateLimited``) is run again at that time.
     """
 
     transient = True

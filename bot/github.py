@@ -382,7 +382,7 @@ class GitHubApp:
     def repo_full_name(self, installation_id: int, full_name: str) -> str | None:
         """Where ``full_name`` is now, as the installation sees it (GitHub redirects a renamed
         or transferred repository's old name), or None when it sees nothing there
-        (``bot.tenancy.Directory``)."""
+        (``alignbot.bot.tenancy.Directory``)."""
         try:
             return str(self.client(installation_id).get_repo(full_name).full_name)
         except GithubException as exc:
@@ -392,7 +392,7 @@ class GitHubApp:
 
     def repo_installation(self, full_name: str) -> int | None:
         """The id of this App's installation that holds ``full_name``, or None
-        (``bot.tenancy.Directory``)."""
+        (``alignbot.bot.tenancy.Directory``)."""
         owner, _, name = full_name.partition("/")
         try:
             return int(self._integration.get_repo_installation(owner, name).id)

@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequen
 from dataclasses import dataclass
 from typing import IO, Any
 
-from bot.webhooks import SIGNATURE_HEADER, Acceptance, Signature
+from alignbot.bot.webhooks import SIGNATURE_HEADER, Acceptance, Signature
 
 # An unverified body keeps at most this much in memory; the rest waits in a temporary file
 # (unlinked at once) until its signature is known.

@@ -17,7 +17,7 @@ from contextvars import ContextVar, Token
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from bot.sandbox.scrub import scrub
+from alignbot.bot.sandbox.scrub import scrub
 
 LogFormat = Literal["json", "text"]
 FORMATS: tuple[LogFormat, ...] = ("json", "text")

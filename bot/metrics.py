@@ -29,14 +29,14 @@ from prometheus_client.registry import Collector
 from sqlalchemy import Engine, func, select
 from sqlalchemy.exc import SQLAlchemyError
 
-from bot.api_routes import template_of
-from bot.errors import is_transient
-from bot.jobs import ALIGN, ALIGN_SHARD, COMMAND, REMINDER_SWEEP
-from bot.queue import JobRecord
-from bot.sandbox import SandboxResult
-from bot.storage import ACTIVE_STATES, JOBS, JobState, transaction, utcnow
-from bot.webhooks import DELIVERY_HEADER, EVENT_HEADER, SHAPES, Acceptance
-from bot.worker import JobSuperseded
+from alignbot.bot.api_routes import template_of
+from alignbot.bot.errors import is_transient
+from alignbot.bot.jobs import ALIGN, ALIGN_SHARD, COMMAND, REMINDER_SWEEP
+from alignbot.bot.queue import JobRecord
+from alignbot.bot.sandbox import SandboxResult
+from alignbot.bot.storage import ACTIVE_STATES, JOBS, JobState, transaction, utcnow
+from alignbot.bot.webhooks import DELIVERY_HEADER, EVENT_HEADER, SHAPES, Acceptance
+from alignbot.bot.worker import JobSuperseded
 
 log = logging.getLogger(__name__)
 
@@ -190,7 +190,7 @@ class Metrics:
         self.deliveries.labels(event, outcome).inc()
 
     def body_refused(self, reason: str) -> None:
-        """A ``bot.intake.Intake``'s ``on_refused``."""
+        """A ``alignbot.bot.intake.Intake``'s ``on_refused``."""
         self.bodies_refused.labels(_bounded(reason, BODY_REFUSALS)).inc()
 
     def watch_intake(self, reading: Callable[[], int]) -> None:
@@ -199,7 +199,7 @@ class Metrics:
 
     def github_request(self, method: str, path: str, status: int,
                        headers: Mapping[str, str]) -> None:
-        """A ``bot.github.RequestObserver``."""
+        """A ``alignbot.bot.github.RequestObserver``."""
         self.github_requests.labels(method, template_of(method, path), str(status)).inc()
         remaining = headers.get("x-ratelimit-remaining")
         if remaining is not None and remaining.isdigit():
@@ -207,7 +207,8 @@ class Metrics:
             self.rate_remaining.labels(resource).set(int(remaining))
 
     def sandbox(self, run: Callable[..., SandboxResult]) -> Callable[..., SandboxResult]:
-        """``run`` (``bot.sandbox.run_check``), each result counted by outcome and logged."""
+        """``run`` (``alignbot.bot.sandbox.run_check``), each result counted by outcome and
+        logged."""
         def observed(*args: Any, **kwargs: Any) -> SandboxResult:
             result = run(*args, **kwargs)
             outcome = sandbox_outcome(result)

@@ -12,7 +12,7 @@ from typing import Any, cast
 from markdown_it import MarkdownIt
 from markdown_it.token import Token
 
-from checks.api import (
+from alignbot.checks.api import (
     DEFAULT_TRACKER,
     KNOWN_PATH,
     Cause,
@@ -28,7 +28,7 @@ from checks.api import (
     packages_line,
     visible,
 )
-from checks.api import candidate_line as candidate_line  # what alignment.py shows
+from alignbot.checks.api import candidate_line as candidate_line  # what alignment.py shows
 
 from .baseline import Classified
 from .engine_report import EngineFinding, EngineReport, new_issue_link
@@ -312,7 +312,8 @@ def _number(value: float | int | bool | str) -> str:
 
 
 def numbers_of(findings: list[EngineFinding]) -> dict[str, dict[str, str]]:
-    """Each finding's numbers as the texts a template shows (``bot.engine_report.Numbers``):
+    """Each finding's numbers as the texts a template shows
+    (``alignbot.bot.engine_report.Numbers``):
     the value's name, shape, the first elements on each side, the largest difference and
     where, with both values there."""
     shown: dict[str, dict[str, str]] = {}

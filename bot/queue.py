@@ -23,7 +23,7 @@ from sqlalchemy import (
     update,
 )
 
-from bot.storage import ACTIVE_STATES, JOBS, JobState, UtcDateTime, transaction, utcnow
+from alignbot.bot.storage import ACTIVE_STATES, JOBS, JobState, UtcDateTime, transaction, utcnow
 
 __all__ = ["ACTIVE_STATES", "JOBS", "JobQueue", "JobRecord", "JobRequest", "JobState",
            "SqlJobQueue"]

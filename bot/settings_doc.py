@@ -1,6 +1,7 @@
 """The settings table of docs/operations.md, rendered from the settings model's fields.
 
-``python -m bot.settings_doc`` prints the table; ``python -m bot.settings_doc --write
+``python -m alignbot.bot.settings_doc`` prints the table;
+``python -m alignbot.bot.settings_doc --write
 docs/operations.md`` puts it between the page's two markers (``tests/test_settings_doc.py``
 fails while the page holds another table)."""
 
@@ -13,13 +14,13 @@ from typing import Any
 from pydantic import SecretStr
 from pydantic_core import PydanticUndefined
 
-from checks.api import page_command, replace_between
+from alignbot.checks.api import page_command, replace_between
 
 from .settings import MIB, Settings, env_name
 
-BEGIN = "<!-- settings table: begin (python -m bot.settings_doc --write docs/operations.md) -->"
+UPDATE = "python -m alignbot.bot.settings_doc --write docs/operations.md"
+BEGIN = f"<!-- settings table: begin ({UPDATE}) -->"
 END = "<!-- settings table: end -->"
-UPDATE = "python -m bot.settings_doc --write docs/operations.md"
 GIB = 1024 * MIB
 
 
@@ -57,7 +58,7 @@ def with_table(page: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return page_command("python -m bot.settings_doc", "The App's settings as a Markdown "
+    return page_command("python -m alignbot.bot.settings_doc", "The App's settings as a Markdown "
                         "table.", table, with_table, argv)
 
 

@@ -12,7 +12,7 @@ from typing import Any, cast
 from github.PullRequest import PullRequest
 from github.Repository import Repository
 
-from checks.api import Report, ShardError, merge_shards, select_shard
+from alignbot.checks.api import Report, ShardError, merge_shards, select_shard
 
 from .alignment import INVALID_REPORT_ADVICE, AlignmentJob, app_removed, failed_reason, known_file
 from .baseline import classify
@@ -227,7 +227,7 @@ def _dealt_as_the_engine_deals(names: list[str], reports: list[dict[str, Any]]) 
 
 
 def _mergeable(report: EngineReport) -> dict[str, Any]:
-    """A validated shard report as ``checks.api.merge_shards`` takes it."""
+    """A validated shard report as ``alignbot.checks.api.merge_shards`` takes it."""
     data = report.dump()
     data["exploration"] = data["exploration"] or []
     return data

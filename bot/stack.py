@@ -1,4 +1,4 @@
-"""``python -m bot.stack``: the App as it is deployed, on loopback and without Docker: one
+"""``python -m alignbot.bot.stack``: the App as it is deployed, on loopback and without Docker: one
 ``alignbot serve --no-worker`` and N ``alignbot worker`` processes sharing one PostgreSQL
 database, the topology of ``compose.yaml`` (``scripts/stack.sh`` starts a throwaway
 PostgreSQL first). The tests and ``benchmarks/workers.py`` start their processes with it."""
@@ -41,7 +41,7 @@ class Process:
 
     def start(self) -> None:
         with open(self.log, "ab") as out:
-            self.popen = subprocess.Popen([sys.executable, "-m", "bot.cli", *self.args],
+            self.popen = subprocess.Popen([sys.executable, "-m", "alignbot.bot.cli", *self.args],
                                           env=self.env, stdout=out, stderr=out)
 
     @property
@@ -153,7 +153,7 @@ class Stack:
 
 def github_test_env(github: Any, database_url: str, **env: str) -> dict[str, str]:
     """The settings of every process of a stack whose GitHub is the test server ``github``
-    (webhooks signed with ``bot.demo.SECRET``); ``env`` adds or overrides."""
+    (webhooks signed with ``alignbot.bot.demo.SECRET``); ``env`` adds or overrides."""
     return {**os.environ, "ALIGNBOT_APP_ID": str(github.app_id),
             "ALIGNBOT_PRIVATE_KEY": github.private_key_pem, "ALIGNBOT_WEBHOOK_SECRETS": SECRET,
             "ALIGNBOT_GITHUB_API_URL": github.url, "ALIGNBOT_DATABASE_URL": database_url,
@@ -189,7 +189,7 @@ def seed_pull_requests(github: Any, owner: str, installation: int, repos: int, p
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bot.stack", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m alignbot.bot.stack", description=__doc__)
     parser.add_argument("--workers", type=int, default=2, help="worker processes (default 2)")
     parser.add_argument("--port", type=int, help="the web process's port (default: a free one)")
     parser.add_argument("--logs", type=Path, help="folder for the processes' logs (default: "

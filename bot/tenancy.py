@@ -87,7 +87,7 @@ class NotAllowed:
 
 
 class Directory(Protocol):
-    """What ``authorize`` asks GitHub before a write (``bot.github.GitHubApp`` answers)."""
+    """What ``authorize`` asks GitHub before a write (``alignbot.bot.github.GitHubApp`` answers)."""
 
     def repo_full_name(self, installation_id: int, full_name: str) -> str | None:
         """Where ``full_name`` is now (GitHub follows a rename or a transfer), as the
@@ -118,7 +118,8 @@ class Viewer:
 
 
 class ViewerDirectory(Protocol):
-    """What ``authorize_viewer`` asks GitHub (``bot.status.access.GitHubViewers`` answers)."""
+    """What ``authorize_viewer`` asks GitHub (``alignbot.bot.status.access.GitHubViewers``
+    answers)."""
 
     def held(self, full_name: str) -> Held | None:
         """Where ``full_name`` is now and which of the App's installations holds it; None

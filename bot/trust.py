@@ -11,7 +11,7 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
 
-from checks.api import environment
+from alignbot.checks.api import environment
 
 from .config import Trust
 from .github import GitHubApp

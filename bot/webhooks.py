@@ -16,10 +16,10 @@ from urllib.parse import parse_qs
 from sqlalchemy import Connection, Engine, exists, insert, select, update
 from sqlalchemy.exc import IntegrityError
 
-from bot import nesting
-from bot.logs import log_context, repository_of
-from bot.queue import JobRequest, SqlJobQueue
-from bot.storage import DELIVERIES, INSTALLATIONS, transaction, upsert, utcnow
+from alignbot.bot import nesting
+from alignbot.bot.logs import log_context, repository_of
+from alignbot.bot.queue import JobRequest, SqlJobQueue
+from alignbot.bot.storage import DELIVERIES, INSTALLATIONS, transaction, upsert, utcnow
 
 log = logging.getLogger(__name__)
 

@@ -16,12 +16,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from bot.errors import describe, is_transient, retry_at
-from bot.logs import log_context, repository_of
-from bot.periodic import Periodic
-from bot.queue import JobQueue, JobRecord, JobState
-from bot.settings import Settings
-from bot.storage import utcnow
+from alignbot.bot.errors import describe, is_transient, retry_at
+from alignbot.bot.logs import log_context, repository_of
+from alignbot.bot.periodic import Periodic
+from alignbot.bot.queue import JobQueue, JobRecord, JobState
+from alignbot.bot.settings import Settings
+from alignbot.bot.storage import utcnow
 
 log = logging.getLogger(__name__)
 
@@ -154,7 +154,8 @@ class Worker:
 
     Failures, by what the handler raised:
 
-    - a transient error with a ``retry_at`` datetime (``bot.github.RateLimited``): the job is
+    - a transient error with a ``retry_at`` datetime (``alignbot.bot.github.RateLimited``): the job
+      is
       requeued to run at ``retry_at`` plus a little jitter; not a failure, no attempt spent;
     - another transient error (``is_transient``): requeued with exponential backoff and jitter
       (``RetryPolicy``) while the retry horizon since its first transient failure has not

@@ -3,7 +3,7 @@
 The chained run (each call fed what the candidate computed before it) shows the first
 divergence; every call after it sees inputs that already differ, and a call whose backward
 received wrong upstream gradients was never judged either. Each such call is replayed alone
-on the candidate, fed the reference's values (:func:`checks.isolate.slice_calls`), and
+on the candidate, fed the reference's values (:func:`alignbot.checks.isolate.slice_calls`), and
 judged against the reference's run of the same slice. That run is the control: where it does
 not reproduce what the reference's chained run computed at that call (random numbers,
 aliasing through views), the slice is no evidence and is dropped.
@@ -204,7 +204,7 @@ def _without_consequences(spec: Spec, program: Program, ref: Observations,
     (an input, a module), is dropped when another finding of the draw lies downstream of
     that call or of the value whose gradient is wrong (the wrong gradient came from there),
     else blamed again knowing which calls agreed alone
-    (:func:`checks.findings.judge_gradients`); one charged to ``torch.autograd.grad`` is
+    (:func:`alignbot.checks.findings.judge_gradients`); one charged to ``torch.autograd.grad`` is
     dropped when a call alone shows a backward failure of that form."""
     ancestors = ancestors_of(program)
     everything = found + alone

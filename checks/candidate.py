@@ -79,7 +79,7 @@ class _DeadlineReader:
 class CandidateProcess:
     """A persistent worker; after a crash or hang it is killed and restarted on next use,
     forked from a zygote that imported torch already where the prelude allows it
-    (:mod:`checks.zygote`)."""
+    (:mod:`alignbot.checks.zygote`)."""
 
     def __init__(self, config: CandidateConfig) -> None:
         self.config = config

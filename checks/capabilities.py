@@ -96,6 +96,6 @@ def _shown(value: Any) -> str:
 def of_candidate(declared: dict[str, Any], gradients: bool | None = None,
                  precision: str | None = None) -> Capabilities:
     """:func:`resolve` on what a started candidate's prelude declared
-    (:attr:`checks.candidate.CandidateProcess.declared`)."""
+    (:attr:`alignbot.checks.candidate.CandidateProcess.declared`)."""
     return resolve(declared.get("capabilities"), declared.get("precision"), gradients,
                    precision)

@@ -4,13 +4,13 @@ precision loss, one compiler error), grouped from a report's findings.
 A finding names the call that is wrong; a maintainer fixes causes. When one missing lowering
 of ``aten.convolution_backward`` breaks the backward of every convolution, each op is a
 finding of its own and all of them are one cause. Judging gives each finding the failure it
-may share (``Finding.cause``, a string ``form: what``, see :mod:`checks.findings`):
+may share (``Finding.cause``, a string ``form: what``, see :mod:`alignbot.checks.findings`):
 
 - ``raised``: the exception the candidate raised, its type and message masked but for
-  operator and quoted names, and where it was raised (``checks.signatures.error_cause``);
+  operator and quoted names, and where it was raised (``alignbot.checks.signatures.error_cause``);
 - ``region``: the same, raised by the candidate's ``alignbot_program`` for a whole region;
 - ``precision``: results that differ as a narrower dtype's would (float64 computed in
-  float32: ``checks.signatures.precision_cause``);
+  float32: ``alignbot.checks.signatures.precision_cause``);
 - ``dtype``: a result of another dtype than the reference's (float32 for float64);
 - ``detached``: results of a compiled region without a backward node.
 

@@ -6,7 +6,7 @@ Specs create their generators lazily, inside the spec function, on every draw an
 only on some branches, so a choice point is not an object that lives from draw to draw: it is
 named by where its generator was created (file and line, the first frame outside the DSL) and
 by how many times that place has already chosen in the same draw (its occurrence). The same
-name in two draws is the same option of the spec, which is what lets :mod:`checks.explore`
+name in two draws is the same option of the spec, which is what lets :mod:`alignbot.checks.explore`
 count which alternatives were drawn and steer the next draws to the ones that were not.
 """
 

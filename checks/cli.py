@@ -1,5 +1,6 @@
 """The engine's commands (``check``, ``specs``, ``repro``, ``upstream``): thin commands over
-the engine; bad input exits 2 with one line. ``python -m checks.cli`` runs them with nothing
+the engine; bad input exits 2 with one line. ``python -m alignbot.checks.cli`` runs them with
+nothing
 of the App installed; the ``alignbot`` console script (``bot/cli.py``) adds the App's commands."""
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ TRACKER = re.compile(r"[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+")
 # The exit statuses: a finding, bad usage; 0 is none, 128 + N a stop signal (checks/stopping.py)
 # and INTERNAL_ERROR alignbot's own failure (checks/internal_errors.py).
 FINDINGS, USAGE = 1, 2
-# How the options of `check` are named to checks.options.check_numbers
+# How the options of `check` are named to alignbot.checks.options.check_numbers
 FLAGS = {"timeout": "--timeout", "draws": "--n", "jobs": "--jobs",
          "opinfo_draws": "--opinfo-draws", "shrink_calls": "--shrink-calls",
          "shrink_seconds": "--shrink-seconds",
@@ -626,7 +627,7 @@ def _check_and_minimize(run: _Here | _InWorkers, minimize: bool,
                         ) -> tuple[CheckResult, int | None]:
     """Check, then minimize the findings (those neither ``known`` knows nor ``baseline``
     showed); the result, and the exit status a stop signal asks for (None: not stopped).
-    After a stop signal (:mod:`checks.stopping`) the candidates are killed at once and the
+    After a stop signal (:mod:`alignbot.checks.stopping`) the candidates are killed at once and the
     result so far comes back marked incomplete, its findings merged (a signal before any
     result re-raises)."""
     result: CheckResult | None = None

@@ -57,7 +57,7 @@ NOTHING = _Nothing()
 class DrawContext:
     """Source of every choice in one draw; logs them so the draw can be replayed exactly.
 
-    ``steer`` (set while generating, from :mod:`checks.explore`) names the alternative some
+    ``steer`` (set while generating, from :mod:`alignbot.checks.explore`) names the alternative some
     choice points must pick in this draw, and ``path`` the choices to make again after the
     program seed. A steered choice is drawn from Hypothesis with ``forced=``, so it is an
     ordinary recorded choice: replaying or shrinking ``choices`` rebuilds the same program
@@ -267,7 +267,7 @@ class RandomDtype(Generator):
 
 def choice_index(count: int) -> int:
     """Which of ``count`` alternatives the current draw picks, as a choice point named by the
-    caller's caller: for a helper (``checks.library.choose``) whose caller is the spec."""
+    caller's caller: for a helper (``alignbot.checks.library.choose``) whose caller is the spec."""
     return current().draw_alternative(site_here("choose"), [str(i) for i in range(count)])
 
 

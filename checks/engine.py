@@ -145,7 +145,7 @@ def evaluate(spec: Spec, program: Program, ref: Observations, candidate: Candida
 def finish(spec: Spec, program: Program, ref: Observations, candidate: CandidateProcess,
            stats: Stats | None = None, want: Finding | None = None) -> list[Finding]:
     """Collect the submitted program's outcome and judge it: every bug it shows
-    (:func:`checks.calls.judge_program`)."""
+    (:func:`alignbot.checks.calls.judge_program`)."""
     stats = stats or Stats()
     start = time.perf_counter()
     outcome = candidate.collect()
@@ -165,7 +165,7 @@ def draw_programs(spec: Spec, n: int, seed: int, visit: Callable[[Program, Obser
                   steer: bool = True) -> Exploration:
     """Let Hypothesis draw up to ``n`` programs from one seed; ``visit`` sees each one. The
     first draws are steered to every alternative of the spec's choice points
-    (:class:`checks.explore.Explorer`; ``steer`` False: only watched)."""
+    (:class:`alignbot.checks.explore.Explorer`; ``steer`` False: only watched)."""
     explorer = Explorer(n, steer)
 
     @hypothesis_seed(_spec_seed(seed, spec))
@@ -269,7 +269,7 @@ def run_spec(spec: Spec, candidate: CandidateProcess, seed: int, n: int | None,
 def coverage(spec: Spec, program: Program) -> set[tuple[str, str]]:
     """(op, dtype) of each call of ``program`` to one of the spec's ops (every call when it
     names none): the dtypes of the inputs the call was computed from, as a finding at that
-    call is filed (``checks.causes.member_dtype``), ``-`` for a call on no input."""
+    call is filed (``alignbot.checks.causes.member_dtype``), ``-`` for a call on no input."""
     nodes = program["nodes"]
     dtypes = {node["id"]: node["dtype"] for node in nodes if node["op"] == "input"}
     feeding = ancestors_of(program)

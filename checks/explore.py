@@ -3,7 +3,7 @@
 Left to itself, Hypothesis favours the first alternative of a choice (its lower bound), so an
 option a spec offers at its fourth ``oneof`` position or behind a ``random_bool`` may never be
 drawn in twenty draws. The :class:`Explorer` watches the choice points each draw makes
-(:mod:`checks.choice_points`) and steers the next ones.
+(:mod:`alignbot.checks.choice_points`) and steers the next ones.
 """
 
 from __future__ import annotations

@@ -179,7 +179,7 @@ def judge_all(program: Program, ref: Observations, cand: Observations, spec: str
               rtol: float | None = None, atol: float | None = None) -> list[Finding]:
     """What the chained run shows: the first divergence, walking the program in call order,
     then final states, then the backward. A forward divergence ends the walk (every later
-    value is fed by it: :func:`checks.calls.judge_calls` judges those calls on the
+    value is fed by it: :func:`alignbot.checks.calls.judge_calls` judges those calls on the
     reference's inputs instead); so does a result that lost its backward node (no
     ``grad_fn`` where the reference's has one: :func:`detached`). In the backward, the
     gradients that are None on one side only are one finding, apart from the call blamed
@@ -327,7 +327,7 @@ def _takers(step: list[Node], base: str, modules: set[str]) -> list[Node] | None
 
 def _computes(node: Node, modules: set[str]) -> bool:
     """A tensor computation, as ``alignbot_wrap`` sees one, told from the program alone
-    (:func:`checks.runtime.replay.computes` with a method's owner known only as a module or
+    (:func:`alignbot.checks.runtime.replay.computes` with a method's owner known only as a module or
     not)."""
     if node["op"] == "method":
         owner = refs(call_args(node)[:1])
@@ -447,7 +447,7 @@ def _cause(kind: Kind, mismatch: Mismatch, ref: dict[str, Any] | None,
            cand: dict[str, Any] | None) -> str:
     """What a finding's candidate-side failure may share with others': the exception it
     raised, the dtype it returned in place of the reference's, the precision it computed
-    at (:func:`checks.signatures.precision_cause`); "" for a failure of its own."""
+    at (:func:`alignbot.checks.signatures.precision_cause`); "" for a failure of its own."""
     if kind in (Kind.CANDIDATE_ERROR, Kind.MISSING_API) and cand and cand.get("t") == "error":
         return f"raised: {error_cause(cand)}"
     if kind is Kind.DTYPE and ref and cand and ref.get("t") == cand.get("t") == "tensor":

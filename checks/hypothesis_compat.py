@@ -1,9 +1,9 @@
 """The Hypothesis internals the engine relies on beyond its public API, in one place.
 
 Every import of ``hypothesis.internal`` is here (``tests/test_hypothesis_compat.py`` fails
-on one anywhere else in checks/): the conjecture engine that :mod:`checks.shrink` drives,
+on one anywhere else in checks/): the conjecture engine that :mod:`alignbot.checks.shrink` drives,
 and :func:`conjecture_data`, the handle under ``st.data()`` whose primitive draws
-(``forced=`` included) :mod:`checks.dsl` makes.
+(``forced=`` included) :mod:`alignbot.checks.dsl` makes.
 
 Draws must depend on the seed and the spec alone. Hypothesis mixes number literals taken
 from every "local" module loaded in the process into some draws; which modules count as

@@ -221,8 +221,8 @@ class Workers:
 
 def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], None],
           on_note: Callable[[str], None]) -> CheckResult:
-    """:func:`checks.engine.check` over the workers, one spec per task. Ctrl-C raises
-    :class:`checks.engine.Interrupted` with what was judged so far: the specs finished, and
+    """:func:`alignbot.checks.engine.check` over the workers, one spec per task. Ctrl-C raises
+    :class:`alignbot.checks.engine.Interrupted` with what was judged so far: the specs finished, and
     the programs judged of those cut short."""
     setup = workers.setup
     result = CheckResult(reference=workers.reference, candidate=setup.config.name,
@@ -277,7 +277,7 @@ def check(workers: Workers, specs: list[Spec], on_program: Callable[[int, int], 
 def minimize(workers: Workers, findings: list[Finding],
              on_progress: Callable[[int, int, str, int], None],
              on_note: Callable[[str], None]) -> None:
-    """:func:`checks.minimize.minimize_all` over the workers, one finding per task; Ctrl-C
+    """:func:`alignbot.checks.minimize.minimize_all` over the workers, one finding per task; Ctrl-C
     keeps the findings minimized so far."""
     done: dict[int, Finding] = {}
 
@@ -299,7 +299,7 @@ def minimize(workers: Workers, findings: list[Finding],
 def serve(setup: Setup, tasks: Connection, results: Connection) -> None:
     """A worker: start the candidate, then run tasks until told to stop (None, or the
     parent gone). SIGTERM kills its candidates, never leaving one behind; Ctrl-C and a
-    hangup are the parent's to act on (:func:`checks.stopping.worker_signals`)."""
+    hangup are the parent's to act on (:func:`alignbot.checks.stopping.worker_signals`)."""
     worker_signals()
     with contextlib.ExitStack() as stack:
         stack.enter_context(_routed_warnings(results))
@@ -408,7 +408,7 @@ def _portable(exc: Exception) -> Exception:
         pickle.loads(pickle.dumps(exc))
     except Exception:
         return WorkerError("".join(traceback.format_exception(exc)))
-    if type(exc).__module__.startswith("checks."):
+    if type(exc).__module__.startswith("alignbot.checks."):
         return exc
     return WorkerError("".join(traceback.format_exception(exc)))
 

@@ -82,7 +82,7 @@ class Oracle:
 
     def program(self, program: Program, want: Finding | None = None) -> list[Finding]:
         """A program built by hand (sliced, simplified): the reference replays it too. Its
-        modules get every tensor written out (:func:`checks.program.complete_states`)."""
+        modules get every tensor written out (:func:`alignbot.checks.program.complete_states`)."""
         self.budget.spend()
         ref = reference_observations(complete_states(program))
         outcome = self.candidate.run(program)

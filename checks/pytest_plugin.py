@@ -42,7 +42,7 @@ if TYPE_CHECKING:
     from .spec import Spec
 
 DEFAULT_PATTERNS = ["align_*.py"]
-# How the plugin's options are named to checks.options.check_numbers
+# How the plugin's options are named to alignbot.checks.options.check_numbers
 FLAGS = {"timeout": "--alignbot-timeout", "draws": "--alignbot-draws"}
 _CANDIDATE = pytest.StashKey["CandidateProcess"]()
 _KNOWN = pytest.StashKey[KnownFile]()

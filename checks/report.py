@@ -25,7 +25,7 @@ REPORT_VERSION = 1
 # The engine's own documents: a local report, Python repro scripts and the upstream draft
 # (Markdown that the bot later shows only inside a code block). Every other template is text
 # the bot posts on GitHub, and every value it prints goes through
-# :func:`checks.markdown.finalize`: a value a template forgets to filter is defused rather
+# :func:`alignbot.checks.markdown.finalize`: a value a template forgets to filter is defused rather
 # than posted raw, and a new template is covered without anyone listing it.
 ENGINE_TEMPLATES = frozenset({"report.md.j2", "repro.py.j2", "repro_reference.py.j2",
                               "upstream_issue.md.j2", "upstream_formula_repro.py.j2"})
@@ -33,13 +33,13 @@ ENGINE_TEMPLATES = frozenset({"report.md.j2", "repro.py.j2", "repro_reference.py
 
 def templates_dir() -> Path:
     """Where the templates are: ``ALIGNBOT_TEMPLATES`` when set, else the package
-    ``checks.templates`` (``templates/`` of the repository in an editable install, the
+    ``alignbot.checks.templates`` (``templates/`` of the repository in an editable install, the
     package's own folder in a wheel), else ``templates/`` beside a source checkout."""
     override = os.environ.get("ALIGNBOT_TEMPLATES")
     if override:
         return Path(override)
     try:
-        found = importlib.util.find_spec("checks.templates")
+        found = importlib.util.find_spec("alignbot.checks.templates")
     except ImportError:
         found = None
     if found is not None and found.submodule_search_locations:

@@ -1,6 +1,6 @@
 """docs/report-format.md's tables, rendered from the report's types (checks/report_types.py).
 
-``python -m checks.report_doc`` prints them; ``python -m checks.report_doc --write
+``python -m alignbot.checks.report_doc`` prints them; ``python -m alignbot.checks.report_doc --write
 docs/report-format.md`` puts them between the page's two markers (``tests/test_report_doc.py``
 fails while the page holds other tables, or a real report has a key they do not name). Each
 type is a table of its keys: the JSON type, whether every report has it, and the comment
@@ -20,10 +20,10 @@ from typing import Any
 from . import report_types
 from .generated_pages import page_command, replace_between
 
-BEGIN = ("<!-- report format: begin (python -m checks.report_doc --write "
+BEGIN = ("<!-- report format: begin (python -m alignbot.checks.report_doc --write "
          "docs/report-format.md) -->")
 END = "<!-- report format: end -->"
-UPDATE = "python -m checks.report_doc --write docs/report-format.md"
+UPDATE = "python -m alignbot.checks.report_doc --write docs/report-format.md"
 
 
 def _is_typed_dict(value: Any) -> bool:
@@ -142,8 +142,8 @@ def with_tables(page: str) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return page_command("python -m checks.report_doc", "The JSON report's keys as Markdown "
-                        "tables.", tables, with_tables, argv)
+    return page_command("python -m alignbot.checks.report_doc",
+                        "The JSON report's keys as Markdown tables.", tables, with_tables, argv)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""The JSON report's shape as types: what ``checks.report.to_json`` writes, key by key.
+"""The JSON report's shape as types: what ``alignbot.checks.report.to_json`` writes, key by key.
 
 TypedDicts (the report is JSON), so the engine needs nothing beyond ``typing`` and mypy checks
 every place that writes a key. The App reads the same report back from the sandbox with the
@@ -137,7 +137,7 @@ class FindingExtra(TypedDict, total=False):
 
 
 class FindingEntry(FindingExtra):
-    """One finding in the report (``checks.findings.Finding.to_json``)."""
+    """One finding in the report (``alignbot.checks.findings.Finding.to_json``)."""
     fingerprint: str
     kind: Kind
     op: str
@@ -153,10 +153,11 @@ class FindingEntry(FindingExtra):
 
 
 class SpecExploration(TypedDict):
-    """What one spec's draws exercised (``checks.explore.Exploration``): alternatives of its
+    """What one spec's draws exercised (``alignbot.checks.explore.Exploration``): alternatives of
+    its
     choice points seen and drawn, and the first ``MAX_MISSED`` never drawn, by label
     (``reductions.py:42 oneof[2]``), and ``[op, dtype]`` of every call to one of its ops
-    (``checks.engine.coverage``: what agrees when no finding names it)."""
+    (``alignbot.checks.engine.coverage``: what agrees when no finding names it)."""
     spec: str
     seen: int
     drawn: int
@@ -178,7 +179,7 @@ class CauseMember(TypedDict):
 
 
 class Cause(TypedDict):
-    """Findings whose candidate-side failure is one (``checks.causes.group``): one missing
+    """Findings whose candidate-side failure is one (``alignbot.checks.causes.group``): one missing
     kernel, one precision loss; a finding that shares its failure with none is a cause of
     its own (``form`` ``finding``, its ``id`` the finding's fingerprint)."""
     id: str  # stable across runs: a digest of the signature
@@ -204,7 +205,7 @@ class CapabilitiesEntry(TypedDict):
 
 
 class Report(TypedDict):
-    """The whole report (``checks.report.to_json``)."""
+    """The whole report (``alignbot.checks.report.to_json``)."""
     report_version: int
     reference: str
     candidate: str

@@ -10,7 +10,7 @@ path, it fails in the way the finding says (same kind, same op, exit 1) and its 
 (``--control``: the reference on both sides) agrees with exit 0. The candidate always runs in
 a fresh interpreter: the script's own one when the prelude runs there, else the one the script
 starts with ``--python``; a process that runs PyTorch alone (the control, and the reference
-side of a two-process script) is a fork of a warm interpreter (:mod:`checks.warm`).
+side of a two-process script) is a fork of a warm interpreter (:mod:`alignbot.checks.warm`).
 """
 
 from __future__ import annotations
@@ -350,7 +350,7 @@ def run_script(script: str, python: str = sys.executable, timeout: float = 600.0
     (stdout, then stderr). It runs in a session of its own, killed whole when it times out
     or this process is stopped: the candidate side a repro starts goes with it. ``warm``:
     a script that needs PyTorch alone runs in a fork of a warm interpreter started with the
-    same ``env`` instead (:mod:`checks.warm`), unless ``ALIGNBOT_FRESH_ORACLES`` asks for
+    same ``env`` instead (:mod:`alignbot.checks.warm`), unless ``ALIGNBOT_FRESH_ORACLES`` asks for
     fresh ones."""
     with tempfile.TemporaryDirectory(prefix="alignbot-repro-") as tmp:
         path = Path(tmp) / "repro.py"

@@ -2,7 +2,7 @@
 merged back into the report one run over every spec writes.
 
 Specs are dealt out in name order, the i-th to shard ``i % N``: every family spreads over the
-shards. Merging follows :class:`checks.engine.Merger`: findings of one fingerprint found by
+shards. Merging follows :class:`alignbot.checks.engine.Merger`: findings of one fingerprint found by
 different specs become one, the first of the smallest drawn programs in spec order, with the
 counts added and the first few distinct messages kept. Within one spec a report holds each
 fingerprint once, so going through the specs in name order is all the order merging needs,
@@ -101,7 +101,7 @@ def merge(reports: Sequence[Report]) -> Report:
 
 
 def _add(merged: dict[str, FindingEntry], entry: FindingEntry) -> None:
-    """:meth:`checks.engine.Merger.add` on report entries."""
+    """:meth:`alignbot.checks.engine.Merger.add` on report entries."""
     known = merged.get(entry["fingerprint"])
     if known is None:
         merged[entry["fingerprint"]] = entry
@@ -117,7 +117,7 @@ def _add(merged: dict[str, FindingEntry], entry: FindingEntry) -> None:
 
 
 def _count(into: FindingEntry, other: FindingEntry) -> None:
-    """:meth:`checks.findings.Finding.merge` on report entries."""
+    """:meth:`alignbot.checks.findings.Finding.merge` on report entries."""
     into["count"] += other["count"]
     if not other.get("downstream_of"):
         into.pop("downstream_of", None)
@@ -129,12 +129,12 @@ def _count(into: FindingEntry, other: FindingEntry) -> None:
 
 
 def _size(entry: FindingEntry) -> tuple[int, int]:
-    """What :class:`checks.engine.Merger` compares: the drawn program's size."""
+    """What :class:`alignbot.checks.engine.Merger` compares: the drawn program's size."""
     program = cast(Program, entry["program"])
     return input_elements(program), len(program["nodes"])
 
 
 def _report_order(entry: FindingEntry) -> tuple[bool, str, str, str, str, str]:
-    """:meth:`checks.engine.Merger.collected`'s order."""
+    """:meth:`alignbot.checks.engine.Merger.collected`'s order."""
     return (bool(entry.get("downstream_of")), entry["spec"], entry["op"], entry["kind"],
             entry["signature"], entry["observation"])

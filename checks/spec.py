@@ -27,7 +27,7 @@ class Spec:
     backward: bool = True
     raises: bool = False
     ops: tuple[str, ...] = ()
-    source: str = "DSL"  # what the spec is written in: the DSL of checks.dsl (autotest)
+    source: str = "DSL"  # what the spec is written in: the DSL of alignbot.checks.dsl (autotest)
 
     def matches(self, patterns: Iterable[str]) -> bool:
         names = {self.name, self.name.rsplit(".", 1)[-1], *self.ops}

@@ -13,7 +13,7 @@ from .spec import Spec, all_specs
 
 
 def load_library() -> None:
-    """Import every module of ``checks.library`` so their specs register."""
+    """Import every module of ``alignbot.checks.library`` so their specs register."""
     from . import library
 
     for info in pkgutil.iter_modules(library.__path__):

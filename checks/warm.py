@@ -92,7 +92,7 @@ class WarmInterpreter:
 
     def run(self, script: Path, args: list[str], timeout: float) -> tuple[int, str]:
         """Run ``script`` (alone in its folder) in a fork: its exit status and output
-        (stdout, then stderr, as :func:`checks.repro.run_script` gives them)."""
+        (stdout, then stderr, as :func:`alignbot.checks.repro.run_script` gives them)."""
         folder = script.parent
         job = {"script": str(script), "args": args, "cwd": str(folder),
                "stdout": str(folder / ".stdout"), "stderr": str(folder / ".stderr")}

@@ -13,7 +13,7 @@ of its own (killed whole on a hang), its stdin and stdout are pipes made by the 
 stderr the same file, and its exit status is the one ``subprocess`` would give (negative for
 a signal). The zygote is the fork's parent: it waits for the exit without reaping, kills the
 fork's whole process group, then reaps and reports the status, the order
-:meth:`checks.candidate.CandidateProcess.collect` keeps for a spawned worker.
+:meth:`alignbot.checks.candidate.CandidateProcess.collect` keeps for a spawned worker.
 ``ALIGNBOT_FRESH_WORKERS=1`` turns zygotes off (benchmarks/worker_restart.py compares them).
 """
 

@@ -1,1 +1,1 @@
-"""The demo's example repository and pull request, shipped in the wheel as bot.examples."""
+"""The demo's example repository and pull request, shipped in the wheel as alignbot.bot.examples."""

@@ -6,7 +6,7 @@
 #   ALIGNBOT_APP_ID=… ALIGNBOT_PRIVATE_KEY_FILE=… ALIGNBOT_WEBHOOK_SECRETS=… \
 #     scripts/stack.sh --workers 3 --port 8080
 #
-# Arguments go to `python -m bot.stack` (--workers N, --port P, --logs FOLDER); PYTHON picks
+# Arguments go to `python -m alignbot.bot.stack` (--workers N, --port P, --logs FOLDER); PYTHON picks
 # the interpreter (default: .venv/bin/python).
 set -u
 cd "$(dirname "$0")/.."
@@ -19,4 +19,4 @@ if [ -z "${ALIGNBOT_DATABASE_URL:-}" ]; then
   fi
   export ALIGNBOT_DATABASE_URL="$ALIGNBOT_TEST_POSTGRES_URL"
 fi
-"${PYTHON:-.venv/bin/python}" -m bot.stack "$@"
+"${PYTHON:-.venv/bin/python}" -m alignbot.bot.stack "$@"

@@ -1,5 +1,5 @@
-"""Jinja2 templates for every text alignbot writes, shipped as ``checks.templates``.
+"""Jinja2 templates for every text alignbot writes, shipped as ``alignbot.checks.templates``.
 
 The folder stays at the repository's top level; ``pyproject.toml`` maps the package
-``checks.templates`` onto it, so an editable install and a wheel find it the same way
-(``checks.report.templates_dir``)."""
+``alignbot.checks.templates`` onto it, so an editable install and a wheel find it the same way
+(``alignbot.checks.report.templates_dir``)."""

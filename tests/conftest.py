@@ -13,12 +13,12 @@ import pytest
 from service import Service
 from sqlalchemy import Engine
 
-from bot.queue import SqlJobQueue
-from bot.testing.github import GitHubServer
-from checks import CandidateConfig, CandidateProcess, preset
-from checks.cli import main as check_main
-from checks.spec import Spec
-from checks.spec_loading import load_file
+from alignbot.bot.queue import SqlJobQueue
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.checks import CandidateConfig, CandidateProcess, preset
+from alignbot.checks.cli import main as check_main
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # The GitHub test server seeded and schema-checked, with PyGithub clients (server, integration,
@@ -79,7 +79,7 @@ def empty_postgres() -> str:
         pytest.skip("PostgreSQL tests need ALIGNBOT_TEST_POSTGRES_URL (make test sets it)")
     from sqlalchemy import MetaData
 
-    from bot.storage import make_engine
+    from alignbot.bot.storage import make_engine
 
     url = _worker_database(POSTGRES_URL, os.environ.get("PYTEST_XDIST_WORKER"))
     engine = make_engine(url)
@@ -117,7 +117,7 @@ def _worker_database(url: str, worker: str | None) -> str:
 def engine(database_url: str) -> Iterator[Engine]:
     """The App's database (SQLite, and PostgreSQL when configured), migrated to the current
     schema. tests/test_storage.py has its own, unmigrated."""
-    from bot.storage import make_engine, migrate
+    from alignbot.bot.storage import make_engine, migrate
 
     engine = make_engine(database_url)
     migrate(engine)

@@ -7,25 +7,31 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
+# The folders ``checks/`` and ``bot/`` are installed as ``alignbot.checks`` and ``alignbot.bot``.
+INSTALLED_AS = "alignbot"
 
-def module_name(path: Path, root: Path) -> str:
-    """The dotted name of the module at ``path`` under ``root`` (a package by its own)."""
+
+def module_name(path: Path, root: Path, prefix: str = INSTALLED_AS) -> str:
+    """The name the module at ``path`` under ``root`` is imported by (a package by its own),
+    ``prefix`` the package its top folder is installed in (``""``: none)."""
     parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
-    return ".".join(parts)
+    return ".".join([prefix, *parts] if prefix else parts)
 
 
-def modules(root: Path, package: str) -> dict[str, Path]:
-    """Every module of ``package`` under ``root`` by dotted name."""
-    return {module_name(path, root): path for path in sorted((root / package).rglob("*.py"))}
+def modules(root: Path, package: str, prefix: str = INSTALLED_AS) -> dict[str, Path]:
+    """Every module of the folder ``package`` under ``root`` by the name it is imported by."""
+    return {module_name(path, root, prefix): path
+            for path in sorted((root / package).rglob("*.py"))}
 
 
-def statements(path: Path, root: Path) -> Iterator[tuple[str, list[str]]]:
+def statements(path: Path, root: Path, prefix: str = INSTALLED_AS
+               ) -> Iterator[tuple[str, list[str]]]:
     """(the module an import statement names, the names it takes from it: none for
     ``import``) for every import statement of the module at ``path`` under ``root``,
     relative imports resolved, wherever it is (top level, a function, ``TYPE_CHECKING``)."""
-    name = module_name(path, root)
+    name = module_name(path, root, prefix)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.Import):

@@ -14,9 +14,9 @@ from typing import Any
 
 from sqlalchemy import Engine, insert, select
 
-from bot.config import Reminders
-from bot.github import ApiOptions, GitHubApp
-from bot.reminders import (
+from alignbot.bot.config import Reminders
+from alignbot.bot.github import ApiOptions, GitHubApp
+from alignbot.bot.reminders import (
     STALE_SWEEP,
     WEEKDAYS,
     ApiLimits,
@@ -27,7 +27,7 @@ from bot.reminders import (
     SweepReport,
     run_inline,
 )
-from bot.storage import (
+from alignbot.bot.storage import (
     PR_SETTINGS,
     SENT,
     InstallationRow,
@@ -36,8 +36,8 @@ from bot.storage import (
     migrate,
     transaction,
 )
-from bot.testing.github import CheckRun, GitHubServer, Issue
-from bot.worker import RetryPolicy
+from alignbot.bot.testing.github import CheckRun, GitHubServer, Issue
+from alignbot.bot.worker import RetryPolicy
 
 # transient failures come back after RETRY_AFTER seconds of real time (the queue's clock)
 RETRY_AFTER = 0.5

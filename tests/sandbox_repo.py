@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from bot.config import load_config
-from bot.sandbox import Containment, SandboxLimits, SandboxResult, run_check, view
+from alignbot.bot.config import load_config
+from alignbot.bot.sandbox import Containment, SandboxLimits, SandboxResult, run_check, view
 
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"
 

@@ -18,7 +18,17 @@ from typing import Any
 
 import httpx
 
-from bot.demo import INSTALLATION, NUMBER, OWNER, REPO, SECRET, _patch, _sha, free_port, wait_for
+from alignbot.bot.demo import (
+    INSTALLATION,
+    NUMBER,
+    OWNER,
+    REPO,
+    SECRET,
+    _patch,
+    _sha,
+    free_port,
+    wait_for,
+)
 
 __all__ = ["NUMBER", "OWNER", "REPO", "SECRET", "Service", "completed", "open_pull"]
 
@@ -49,7 +59,7 @@ class Service:
         for attempt in range(3):  # a port another process took since free_port: another one
             seen = len(self.log_text())
             with open(self.log, "ab") as log:
-                self.proc = subprocess.Popen([sys.executable, "-m", "bot.cli", "serve"],
+                self.proc = subprocess.Popen([sys.executable, "-m", "alignbot.bot.cli", "serve"],
                                              env=self.env, stdout=log, stderr=log)
             try:
                 wait_for(self._healthy, 60, "the service to start")

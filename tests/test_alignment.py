@@ -18,8 +18,8 @@ from github import GithubException
 from service import Service
 from sqlalchemy import insert, update
 
-from bot import reminders
-from bot.alignment import (
+from alignbot.bot import reminders
+from alignbot.bot.alignment import (
     CONFIG_PATH,
     JOB_KIND,
     SUPERSEDED,
@@ -28,17 +28,17 @@ from bot.alignment import (
     on_check_run_rerequested,
     on_pull_request,
 )
-from bot.demo import NUMBER, OWNER, REPO, _files, _sha, deliver, wait_for
-from bot.engine_report import empty_report
-from bot.github import ApiOptions, GitHubApp, RateLimited
-from bot.output import CHECK_NAME
-from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.sandbox import SandboxResult
-from bot.seeds import pull_request_seed
-from bot.storage import INSTALLATIONS, JOBS, make_engine, migrate, transaction, utcnow
-from bot.testing.github import GitHubServer
-from bot.webhooks import Event
-from bot.worker import Worker
+from alignbot.bot.demo import NUMBER, OWNER, REPO, _files, _sha, deliver, wait_for
+from alignbot.bot.engine_report import empty_report
+from alignbot.bot.github import ApiOptions, GitHubApp, RateLimited
+from alignbot.bot.output import CHECK_NAME
+from alignbot.bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from alignbot.bot.sandbox import SandboxResult
+from alignbot.bot.seeds import pull_request_seed
+from alignbot.bot.storage import INSTALLATIONS, JOBS, make_engine, migrate, transaction, utcnow
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.bot.webhooks import Event
+from alignbot.bot.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 

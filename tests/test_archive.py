@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.archive import ArchiveError, extract_tarball
+from alignbot.bot.archive import ArchiveError, extract_tarball
 
 TOP = "octo-repo-0123abc"
 

@@ -11,12 +11,12 @@ from typing import Any
 import pytest
 from service import NUMBER, OWNER, REPO, Service, completed, open_pull
 
-from bot.baseline import classify
-from bot.demo import EXAMPLES, _files, _sha, wait_for
-from bot.engine_report import empty_report, parse_report
-from bot.storage import BASELINES, make_engine, transaction
-from bot.testing.github import GitHubServer
-from checks.known import load_known
+from alignbot.bot.baseline import classify
+from alignbot.bot.demo import EXAMPLES, _files, _sha, wait_for
+from alignbot.bot.engine_report import empty_report, parse_report
+from alignbot.bot.storage import BASELINES, make_engine, transaction
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.checks.known import load_known
 
 EXAMPLE = _files(EXAMPLES / "fastops")
 FASTOPS = EXAMPLE["fastops.py"].decode()

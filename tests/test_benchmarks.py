@@ -13,7 +13,7 @@ from types import ModuleType
 
 import pytest
 
-from checks.spec import Spec
+from alignbot.checks.spec import Spec
 
 SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "engine_overhead.py"
 
@@ -181,7 +181,7 @@ def test_exploration_counts_what_free_and_steered_draws_exercise(tmp_path: Path)
 
 def test_real_candidates_figures_come_from_the_report() -> None:
     real = _load("real_candidates")
-    from checks.spec_loading import library_specs
+    from alignbot.checks.spec_loading import library_specs
 
     # a misspelt name would silently check one spec less
     assert set(real.SAMPLE) <= {s.name for s in library_specs()}

@@ -8,14 +8,14 @@ from typing import Any
 
 import pytest
 
-from bot.engine_report import parse_report
-from checks import CandidateConfig, CandidateProcess
-from checks.cli import main
-from checks.engine import CheckResult, check
-from checks.findings import BACKWARD_OP, Kind
-from checks.report import render_markdown
-from checks.spec import Spec
-from checks.spec_loading import load_file
+from alignbot.bot.engine_report import parse_report
+from alignbot.checks import CandidateConfig, CandidateProcess
+from alignbot.checks.cli import main
+from alignbot.checks.engine import CheckResult, check
+from alignbot.checks.findings import BACKWARD_OP, Kind
+from alignbot.checks.report import render_markdown
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PRELUDE = (FIXTURES / "chained_bugs_prelude.py").read_text()
@@ -111,7 +111,7 @@ def test_autograd_giving_none_is_one_finding_whatever_the_ops() -> None:
 
 
 def test_none_against_zeros_is_the_autograd_finding_in_either_direction() -> None:
-    from checks.findings import judge_all
+    from alignbot.checks.findings import judge_all
 
     program = {"nodes": [{"id": "v0", "op": "input", "dtype": "float32", "shape": [2],
                           "recipe": {}, "requires_grad": True}],

@@ -11,9 +11,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks import CandidateConfig, CandidateProcess, CandidateStartError
-from checks.installs import PINS
-from checks.runtime.wire import WireError, read_message, write_message
+from alignbot.checks import CandidateConfig, CandidateProcess, CandidateStartError
+from alignbot.checks.installs import PINS
+from alignbot.checks.runtime.wire import WireError, read_message, write_message
 
 PROGRAM = {
     "version": 1, "spec": "t.relu", "seed": 0, "choices": [],
@@ -54,7 +54,7 @@ def test_worker_replays_and_returns_values_and_gradients(torch_candidate: Any) -
 
 @pytest.mark.slow
 def test_complex32_and_unsigned_inputs_replay_as_the_reference_does(torch_candidate: Any) -> None:
-    from checks.oracle import reference_observations
+    from alignbot.checks.oracle import reference_observations
 
     program = {
         "version": 1, "spec": "t.dtypes", "seed": 0, "choices": [], "backward": None,
@@ -261,7 +261,7 @@ def test_the_packages_the_prelude_imports_are_recorded_with_their_versions(
 
 
 def test_what_the_worker_says_it_imported_is_bounded_and_checked() -> None:
-    from checks.candidate import MAX_PACKAGES, packages
+    from alignbot.checks.candidate import MAX_PACKAGES, packages
 
     assert packages("torchax 0.0.13") == {}
     assert packages([["torchax", "0.0.13"], ["a b", "1"], ["x", "1\n2"], ["y", 3],
@@ -273,9 +273,9 @@ def test_what_the_worker_says_it_imported_is_bounded_and_checked() -> None:
 @pytest.mark.slow
 def test_the_report_shows_the_candidates_line_and_packages(make_candidate: Any,
                                                           tmp_path: Any) -> None:
-    from checks.engine import check
-    from checks.report import render_markdown, to_json
-    from checks.spec import Spec
+    from alignbot.checks.engine import check
+    from alignbot.checks.report import render_markdown, to_json
+    from alignbot.checks.spec import Spec
 
     _package(tmp_path, "fastops", "__version__ = '1.2.3'\n")
     prelude = '"""Fast ops."""\nimport torch\nimport fastops\nfastops.enable = True\n'

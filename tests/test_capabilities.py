@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from checks.capabilities import CapabilityError, resolve
-from checks.cli import main
+from alignbot.checks.capabilities import CapabilityError, resolve
+from alignbot.checks.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PLANTED = str(FIXTURES / "planted_specs.py")

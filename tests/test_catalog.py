@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checks.catalog import CatalogEntry, render
-from checks.cli import main
+from alignbot.checks.catalog import CatalogEntry, render
+from alignbot.checks.cli import main
 
 PLANTED = str(Path(__file__).parent / "fixtures" / "planted_specs.py")
 

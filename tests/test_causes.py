@@ -11,13 +11,13 @@ from typing import Any, cast
 import numpy as np
 import pytest
 
-from bot.engine_report import parse_report
-from bot.output import CheckContext, check_output, comment_body
-from checks import causes
-from checks.cli import main
-from checks.report import render_markdown
-from checks.report_types import FindingEntry
-from checks.signatures import cause_mask, holds, precision_cause
+from alignbot.bot.engine_report import parse_report
+from alignbot.bot.output import CheckContext, check_output, comment_body
+from alignbot.checks import causes
+from alignbot.checks.cli import main
+from alignbot.checks.report import render_markdown
+from alignbot.checks.report_types import FindingEntry
+from alignbot.checks.signatures import cause_mask, holds, precision_cause
 
 FIXTURES = Path(__file__).parent / "fixtures"
 CONVOLUTIONS = {"torch.nn.functional.conv1d", "torch.nn.functional.conv2d",

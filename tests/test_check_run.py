@@ -7,18 +7,18 @@ from typing import Any
 
 import pytest
 
-from bot.check_run import (
+from alignbot.bot.check_run import (
     CheckRunLifecycle,
     CheckRunState,
     ended_on_failure,
     external_id,
     will_retry,
 )
-from bot.errors import TransientError
-from bot.github import ApiOptions, GitHubApp
-from bot.output import CheckOutput, Conclusion
-from bot.testing.github import GitHubServer
-from bot.worker import JobLost, JobSuperseded
+from alignbot.bot.errors import TransientError
+from alignbot.bot.github import ApiOptions, GitHubApp
+from alignbot.bot.output import CheckOutput, Conclusion
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.bot.worker import JobLost, JobSuperseded
 
 INSTALLATION, OWNER, REPO, HEAD, KEY = 7, "octo", "kernels", "c" * 40, "octo/kernels#1"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import inspect
 
-from checks import oneof, random_bool
-from checks.choice_points import (
+from alignbot.checks import oneof, random_bool
+from alignbot.checks.choice_points import (
     _INTERNAL_FILES,
     MAX_LABEL,
     ChoicePoint,
@@ -14,7 +14,7 @@ from checks.choice_points import (
     internal,
     site_here,
 )
-from checks.dsl import DrawContext, resolve
+from alignbot.checks.dsl import DrawContext, resolve
 
 
 def test_a_site_is_where_the_caller_outside_the_dsl_is() -> None:

@@ -18,10 +18,10 @@ from typing import Any
 
 import pytest
 
-from checks.cli import _source, build_parser, main
-from checks.opinfo import OPINFO_DRAWS
-from checks.progress import Progress
-from checks.spec_loading import SpecSource
+from alignbot.checks.cli import _source, build_parser, main
+from alignbot.checks.opinfo import OPINFO_DRAWS
+from alignbot.checks.progress import Progress
+from alignbot.checks.spec_loading import SpecSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PLANTED = str(FIXTURES / "planted_specs.py")
@@ -29,7 +29,7 @@ SEED7 = str(FIXTURES / "planted_report_seed7.json")
 
 
 def _alignbot(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "checks.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "alignbot.checks.cli", *args], capture_output=True,
                           text=True, timeout=300)
 
 
@@ -171,8 +171,8 @@ def test_unwritable_output_exits_2_before_any_drawing(flag: str, where: str, tmp
     def no_run(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the run started")
 
-    monkeypatch.setattr("checks.cli.CandidateProcess", no_run)
-    monkeypatch.setattr("checks.cli.check", no_run)
+    monkeypatch.setattr("alignbot.checks.cli.CandidateProcess", no_run)
+    monkeypatch.setattr("alignbot.checks.cli.check", no_run)
     started = time.monotonic()
     assert main(["check", "--candidate", "torch", "--spec-file", PLANTED, flag, str(path)]) == 2
     assert time.monotonic() - started < 10
@@ -247,7 +247,7 @@ def test_ctrl_c_mid_run_writes_a_partial_report(jobs: str, tmp_path: Path) -> No
         "    time.sleep(3600)\n"
         "F.selu = selu\n")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "checks.cli", "check", "--prelude", prelude, "--spec-file",
+        [sys.executable, "-m", "alignbot.checks.cli", "check", "--prelude", prelude, "--spec-file",
          PLANTED, "--ops", "leaky*,selu*", "--timeout", "300", "--json", str(report),
          "--no-progress", "--jobs", jobs], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         text=True,  # Ctrl-C reaches it even when pytest runs in the background, ignoring it
@@ -298,7 +298,7 @@ def test_a_stop_signal_while_minimizing_writes_the_merged_partial_report(
         "F.selu = selu\n")
     reader = os.open(marker, os.O_RDONLY | os.O_NONBLOCK)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "checks.cli", "check", "--prelude", prelude, "--spec-file",
+        [sys.executable, "-m", "alignbot.checks.cli", "check", "--prelude", prelude, "--spec-file",
          str(FIXTURES / "stop_specs.py"), "--json", str(report), "--markdown",
          str(report.with_suffix(".md")), "--no-progress", "--jobs", jobs,
          "--shrink-seconds", "5"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -387,13 +387,13 @@ def _no_candidate(monkeypatch: pytest.MonkeyPatch) -> None:
     def no_run(*args: Any, **kwargs: Any) -> Any:
         raise AssertionError("the run started")
 
-    monkeypatch.setattr("checks.cli.CandidateProcess", no_run)
-    monkeypatch.setattr("checks.cli.check", no_run)
+    monkeypatch.setattr("alignbot.checks.cli.CandidateProcess", no_run)
+    monkeypatch.setattr("alignbot.checks.cli.check", no_run)
 
 
 def test_no_command_prints_the_usage_with_every_command() -> None:
-    proc = subprocess.run([sys.executable, "-m", "bot.cli"], capture_output=True, text=True,
-                          timeout=120)
+    proc = subprocess.run([sys.executable, "-m", "alignbot.bot.cli"], capture_output=True,
+                          text=True, timeout=120)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.startswith("usage: alignbot ")
     for command in ("check", "specs", "merge", "repro", "upstream", "serve", "demo"):
@@ -417,7 +417,7 @@ def _actions(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.Ac
 
 
 def test_every_option_has_help_that_shows_its_default() -> None:
-    from bot.cli import build_parser as app_parser
+    from alignbot.bot.cli import build_parser as app_parser
 
     for parser in (build_parser(), app_parser()):
         for where, action in _actions(parser):
@@ -459,7 +459,7 @@ def test_an_internal_error_exits_3_naming_it_and_its_traceback(
     def broken(args: Any) -> Any:
         raise ZeroDivisionError("a bug\nover two lines")
 
-    monkeypatch.setattr("checks.cli._specs", broken)
+    monkeypatch.setattr("alignbot.checks.cli._specs", broken)
     assert main(["specs"]) == 3
     (line,) = capsys.readouterr().err.splitlines()
     start = ("alignbot: error: internal error (a bug in alignbot, exit status 3): "
@@ -476,7 +476,7 @@ def test_an_internal_error_exits_3_naming_it_and_its_traceback(
 
 @pytest.mark.parametrize("flag", ["--json", "--markdown"])
 def test_a_report_to_stdout_is_all_that_stdout_gets(flag: str, tmp_path: Path) -> None:
-    proc = subprocess.run([sys.executable, "-m", "checks.cli", "merge", SEED7, flag, "-"],
+    proc = subprocess.run([sys.executable, "-m", "alignbot.checks.cli", "merge", SEED7, flag, "-"],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     report = json.loads(Path(SEED7).read_text())
@@ -518,7 +518,7 @@ def test_quiet_drops_the_summary_and_the_progress(tmp_path: Path, capsys: Any,
         shown.append(enabled)
         return real(total, stream, enabled, **kwargs)
 
-    monkeypatch.setattr("checks.cli.Progress.for_stream", for_stream)
+    monkeypatch.setattr("alignbot.checks.cli.Progress.for_stream", for_stream)
     for verbosity in (["-q"], []):
         assert main(["check", *verbosity, "--candidate", "torch", "--python", "/no/python",
                      "--jobs", "1", "--spec-file", PLANTED, "--ops", "matmul_clean"]) == 2

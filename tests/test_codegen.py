@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from checks.codegen import literal, nested, statements, tensor_expr
-from checks.engine import draw_programs
-from checks.oracle import reference_observations
+from alignbot.checks.codegen import literal, nested, statements, tensor_expr
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.oracle import reference_observations
 
 
 def test_numbers_are_short_and_exact() -> None:
@@ -71,7 +71,7 @@ def test_generated_code_matches_the_replayed_program(name: str,
 
 
 def test_complex_and_low_precision_tensors_are_written_as_the_runtime_makes_them() -> None:
-    from checks.runtime.values import make_array
+    from alignbot.checks.runtime.values import make_array
 
     recipe = {"kind": "uniform", "low": -2.0, "high": 2.0, "seed": 5}
     for dtype, shape in (("complex64", [2, 3]), ("complex128", [3]), ("float16", [4]),
@@ -105,7 +105,7 @@ def test_the_float64_variant_widens_complex_to_complex128() -> None:
 
 
 def test_complex32_and_unsigned_tensors_are_written_as_the_runtime_makes_them() -> None:
-    from checks.runtime.values import make_array
+    from alignbot.checks.runtime.values import make_array
 
     recipe = {"kind": "uniform", "low": -2.0, "high": 300.0, "seed": 5}
     for dtype, shape in (("complex32", [2, 3]), ("uint16", [3]), ("uint32", [2, 2]),
@@ -125,7 +125,7 @@ def test_complex32_and_unsigned_tensors_are_written_as_the_runtime_makes_them() 
                                              ("opinfo.full_like", "uint32")])
 def test_a_repro_of_a_complex32_or_uint32_program_computes_what_the_replay_does(
         name: str, dtype: str) -> None:
-    from checks.opinfo.specs import catalog
+    from alignbot.checks.opinfo.specs import catalog
 
     (spec,) = [s for s in catalog().specs if s.name == name]
     programs: list[Any] = []

@@ -15,9 +15,9 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from bot import commands
-from bot.alignment import AlignmentJob, on_pull_request
-from bot.commands import (
+from alignbot.bot import commands
+from alignbot.bot.alignment import AlignmentJob, on_pull_request
+from alignbot.bot.commands import (
     CommandJob,
     RateLimit,
     on_issue_comment,
@@ -25,7 +25,7 @@ from bot.commands import (
     reminder_settings,
     upstream_item,
 )
-from bot.demo import (
+from alignbot.bot.demo import (
     INSTALLATION,
     NUMBER,
     OWNER,
@@ -35,17 +35,17 @@ from bot.demo import (
     free_port,
     settings_for,
 )
-from bot.demo import running as running_service
-from bot.demo import seed as demo_seed
-from bot.demo import wait_for as wait_until
-from bot.github import ApiOptions, GitHubApp
-from bot.policy import SEEN_AT
-from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.sandbox import SandboxResult
-from bot.storage import UPSTREAM, make_engine, migrate, utcnow
-from bot.testing.github import GitHubServer
-from bot.trust import WAITING_MARKER, TrustGate, is_ok
-from bot.webhooks import Event
+from alignbot.bot.demo import running as running_service
+from alignbot.bot.demo import seed as demo_seed
+from alignbot.bot.demo import wait_for as wait_until
+from alignbot.bot.github import ApiOptions, GitHubApp
+from alignbot.bot.policy import SEEN_AT
+from alignbot.bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from alignbot.bot.sandbox import SandboxResult
+from alignbot.bot.storage import UPSTREAM, make_engine, migrate, utcnow
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.bot.trust import WAITING_MARKER, TrustGate, is_ok
+from alignbot.bot.webhooks import Event
 
 ROOT = Path(__file__).resolve().parent.parent
 

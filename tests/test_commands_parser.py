@@ -8,7 +8,7 @@ from typing import Any, get_args
 
 import pytest
 
-from bot.commands import (
+from alignbot.bot.commands import (
     AlignCommand,
     Command,
     HelpCommand,

@@ -6,8 +6,8 @@ from typing import Any
 
 import numpy as np
 
-from checks.compare import compare, tolerance
-from checks.runtime.dtypes import TABLE
+from alignbot.checks.compare import compare, tolerance
+from alignbot.checks.runtime.dtypes import TABLE
 
 
 def _t(data: object, dtype: str = "float32") -> dict[str, object]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from bot.config.globs import PathGlob, SpecGlob, glob_match
+from alignbot.bot.config.globs import PathGlob, SpecGlob, glob_match
 
 
 @pytest.mark.parametrize(("path", "pattern", "expected"), [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import ConfigError, load_config
+from alignbot.bot.config import ConfigError, load_config
 
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
 INVALID = ["unknown_keys.yml", "both_candidates.yml", "bad_values.yml", "duplicate_key.yml"]

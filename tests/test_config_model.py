@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 import yaml
 
-from bot.config import PRESETS, ConfigError, RepoConfig, config_schema, load_config
-from bot.config.loading import _Loader
-from checks.presets import PRESETS as ENGINE_PRESETS
+from alignbot.bot.config import PRESETS, ConfigError, RepoConfig, config_schema, load_config
+from alignbot.bot.config.loading import _Loader
+from alignbot.checks.presets import PRESETS as ENGINE_PRESETS
 
 CONFIGS = Path(__file__).parent / "fixtures" / "configs"
 HOSTILE = Path(__file__).parent / "fixtures" / "hostile"

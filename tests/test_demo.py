@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from bot.demo import run_demo
+from alignbot.bot.demo import run_demo
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from bot.settings import Settings, env_name
+from alignbot.bot.settings import Settings, env_name
 
 ROOT = Path(__file__).resolve().parent.parent
 

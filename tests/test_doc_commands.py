@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.cli import build_parser
+from alignbot.bot.cli import build_parser
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -163,7 +163,8 @@ def check_docker(argv: list[str], command: str) -> None:
 
 def check_script(argv: list[str], command: str) -> None:
     assert (ROOT / argv[0]).is_file()
-    proc = run([sys.executable, "-m", "bot.stack", "--help"])  # what stack.sh passes its args to
+    # what stack.sh passes its args to
+    proc = run([sys.executable, "-m", "alignbot.bot.stack", "--help"])
     assert proc.returncode == 0 and "--workers" in proc.stdout and "--port" in proc.stdout
 
 

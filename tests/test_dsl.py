@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks import (
+from alignbot.checks import (
     constant,
     literal_tensor,
     nothing,
@@ -17,10 +17,10 @@ from checks import (
     random_dtype,
     random_tensor,
 )
-from checks.dsl import NOTHING, DrawContext, DslError
-from checks.engine import check, draw_programs, trace_program
-from checks.findings import Kind
-from checks.spec import Spec
+from alignbot.checks.dsl import NOTHING, DrawContext, DslError
+from alignbot.checks.engine import check, draw_programs, trace_program
+from alignbot.checks.findings import Kind
+from alignbot.checks.spec import Spec
 
 
 def _draw(gen: Any, choices: list[int | float]) -> Any:
@@ -167,7 +167,8 @@ def test_the_docs_document_every_argument_of_the_spec_api() -> None:
     import re
     from pathlib import Path
 
-    import checks
+    from alignbot import checks
+
 
     page = (Path(__file__).parent.parent / "docs" / "specs.md").read_text()
     section = page.split("## The spec API, argument by argument", 1)[1].split("\n## ", 1)[0]
@@ -221,7 +222,7 @@ def test_unknown_edge_options_are_errors() -> None:
 def test_every_carried_dtype_is_drawable_and_unknown_names_are_refused() -> None:
     import torch
 
-    from checks.runtime.dtypes import DTYPES
+    from alignbot.checks.runtime.dtypes import DTYPES
 
     for number, name in enumerate(DTYPES):
         assert _draw(random_dtype(*DTYPES), [number])[0] is getattr(torch, name)

@@ -12,12 +12,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks import catalog, compare, triage
-from checks.capabilities import PRECISIONS
-from checks.opinfo import specs as opinfo_specs
-from checks.runtime import values
-from checks.runtime.dtypes import BY_NAME, DTYPES, TABLE, Dtype
-from checks.signatures import NARROWER, holds
+from alignbot.checks import catalog, compare, triage
+from alignbot.checks.capabilities import PRECISIONS
+from alignbot.checks.opinfo import specs as opinfo_specs
+from alignbot.checks.runtime import values
+from alignbot.checks.runtime.dtypes import BY_NAME, DTYPES, TABLE, Dtype
+from alignbot.checks.signatures import NARROWER, holds
 
 torch = pytest.importorskip("torch")
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,7 +170,7 @@ def test_every_dtype_without_an_arange_kernel_is_cast_in_a_repro() -> None:
 def test_a_repro_makes_a_pattern_s_values_bit_for_bit_as_the_runtime_does(
         row: Dtype, pattern: str) -> None:
     """The expression a repro writes for an input, run, is the tensor the runtime made."""
-    from checks.codegen import tensor_expr
+    from alignbot.checks.codegen import tensor_expr
 
     recipe: dict[str, Any] = {"kind": "pattern", "pattern": pattern}
     made = values.cast_input(torch, torch.from_numpy(values.make_array(recipe, row.name, [2, 3])),
@@ -204,7 +204,7 @@ def test_a_narrower_dtype_holds_exactly_its_own_values(name: str) -> None:
 
 
 def test_the_float64_preset_computes_in_float64_what_a_candidate_may_narrow() -> None:
-    from checks.presets import PRESETS
+    from alignbot.checks.presets import PRESETS
 
     low = [f"torch.{row.name}" for row in TABLE if "float64" in row.narrows]
     assert f"_LOW = ({', '.join(low)})\n" in PRESETS["torch-float64"]
@@ -220,9 +220,9 @@ def test_the_table_imports_neither_torch_nor_the_engine() -> None:
     """The worker imports it as a top-level module beside its own, and the engine reads it
     before torch is imported."""
     code = ("import sys; import dtypes, values; "
-            "assert 'torch' not in sys.modules and 'checks' not in sys.modules")
+            "assert 'torch' not in sys.modules and 'alignbot' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT / "checks" / "runtime", check=True)
-    code = "import sys, checks.runtime.dtypes; assert 'torch' not in sys.modules"
+    code = "import sys, alignbot.checks.runtime.dtypes; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 
 
@@ -230,9 +230,9 @@ def test_every_precision_a_candidate_may_declare_is_a_declarable_row() -> None:
     """The command line, the report's types and the App's model all read the table."""
     import typing
 
-    from bot.engine_report import Capabilities
-    from checks.report_types import Precision
-    from checks.runtime.dtypes import DECLARABLE
+    from alignbot.bot.engine_report import Capabilities
+    from alignbot.checks.report_types import Precision
+    from alignbot.checks.runtime.dtypes import DECLARABLE
 
     assert PRECISIONS == DECLARABLE == typing.get_args(Precision)
     assert tuple(row.name for row in TABLE if row.declarable) == DECLARABLE
@@ -285,17 +285,17 @@ LAST_ROW = '    _float8("float8_e5m2fnuz", eps=0.125, finite_max=57344.0, signif
 SEES_THE_NEW_ROW = '''
 import typing
 import numpy as np
-import checks.runtime.dtypes as table
-from checks import catalog, compare, dsl, triage
-from checks.capabilities import PRECISIONS
-from checks.cli import build_parser
-from checks.codegen import tensor_expr
-from checks.opinfo import specs
-from checks.presets import PRESETS
-from checks.report_types import Precision
-from checks.runtime import values
-from checks.signatures import NARROWER, holds
-from bot.engine_report import Capabilities
+import alignbot.checks.runtime.dtypes as table
+from alignbot.checks import catalog, compare, dsl, triage
+from alignbot.checks.capabilities import PRECISIONS
+from alignbot.checks.cli import build_parser
+from alignbot.checks.codegen import tensor_expr
+from alignbot.checks.opinfo import specs
+from alignbot.checks.presets import PRESETS
+from alignbot.checks.report_types import Precision
+from alignbot.checks.runtime import values
+from alignbot.checks.signatures import NARROWER, holds
+from alignbot.bot.engine_report import Capabilities
 
 NEW = "float8_e8m0fnu"
 assert table.__file__.startswith(COPY), table.__file__
@@ -326,7 +326,7 @@ def test_a_new_dtype_is_one_row_that_every_place_reads(tmp_path: Path) -> None:
     dtype is drawn, compared, triaged, written in repros, declared and validated."""
     import shutil
 
-    copy = tmp_path / "checks"
+    copy = tmp_path / "alignbot" / "checks"  # found first on PYTHONPATH, by its import name
     shutil.copytree(ROOT / "checks", copy, ignore=shutil.ignore_patterns("__pycache__"))
     source = (copy / "runtime" / "dtypes.py").read_text()
     assert source.count(LAST_ROW) == 1

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from checks.engine import Merger, check, draw_programs, trace_program
-from checks.findings import Finding, Kind
+from alignbot.checks.engine import Merger, check, draw_programs, trace_program
+from alignbot.checks.findings import Finding, Kind
 
 EXPECTED = {
     "softplus_scaled": (Kind.VALUE, "torch.nn.functional.softplus"),
@@ -30,7 +30,7 @@ UNTOUCHED = ("matmul_clean", "batchnorm_clean", "conv2d_clean")
 
 @pytest.fixture(scope="module")
 def planted_run(planted_specs: dict[str, Any], planted_prelude: str) -> Any:
-    from checks import CandidateConfig, CandidateProcess
+    from alignbot.checks import CandidateConfig, CandidateProcess
 
     config = CandidateConfig(name="planted", prelude=planted_prelude, timeout=3.0)
     with CandidateProcess(config) as candidate:
@@ -103,10 +103,10 @@ def test_a_wrong_gradient_is_still_blamed_on_the_call_that_computed_it(planted_r
 
 @pytest.mark.slow
 def test_a_crash_in_a_backward_names_the_call(make_candidate: Any) -> None:
-    from checks.spec import Spec
+    from alignbot.checks.spec import Spec
 
     def spec_fn(torch: Any) -> Any:
-        from checks import random_tensor
+        from alignbot.checks import random_tensor
 
         return torch.exp(torch.tanh(random_tensor(ndim=1))) * 2
 
@@ -148,10 +148,10 @@ def test_self_check_on_planted_specs_is_clean(planted_specs: dict[str, Any],
 
 @pytest.mark.slow
 def test_non_default_tolerance_changes_the_outcome(make_candidate: Any) -> None:
-    from checks.spec import Spec
+    from alignbot.checks.spec import Spec
 
     def spec_fn(torch: Any) -> Any:
-        from checks import random_tensor
+        from alignbot.checks import random_tensor
 
         return torch.exp(random_tensor(ndim=1, low=0.5, high=1.0))
 
@@ -172,11 +172,11 @@ def test_trace_records_module_weights_for_the_candidate(planted_specs: dict[str,
 
 
 def test_a_spec_bug_is_a_spec_error_not_a_finding() -> None:
-    from checks.spec import Spec
-    from checks.trace import SpecError
+    from alignbot.checks.spec import Spec
+    from alignbot.checks.trace import SpecError
 
     def broken(torch: Any) -> Any:
-        from checks import random_tensor
+        from alignbot.checks import random_tensor
 
         x = random_tensor(ndim=1)
         return x.relu() + undefined_name  # type: ignore[name-defined]  # noqa: F821
@@ -188,7 +188,7 @@ def test_a_spec_bug_is_a_spec_error_not_a_finding() -> None:
 def test_program_is_json_serialisable_and_replayable(planted_specs: dict[str, Any]) -> None:
     import json
 
-    from checks.dsl import DrawContext
+    from alignbot.checks.dsl import DrawContext
 
     programs: list[Any] = []
     spec = planted_specs["batchnorm_clean"]
@@ -201,7 +201,7 @@ def test_program_is_json_serialisable_and_replayable(planted_specs: dict[str, An
 @pytest.mark.slow
 def test_ctrl_c_keeps_what_was_judged(planted_specs: dict[str, Any], planted_prelude: str,
                                       make_candidate: Any) -> None:
-    from checks.engine import Interrupted
+    from alignbot.checks.engine import Interrupted
 
     candidate = make_candidate(planted_prelude)
     specs = [planted_specs["softplus_scaled"], planted_specs["tanh_backward"]]
@@ -228,8 +228,8 @@ def two_bugs_runs() -> Any:
     """The softplus with two bugs, checked twice with one seed."""
     from pathlib import Path
 
-    from checks import CandidateConfig, CandidateProcess
-    from checks.spec_loading import load_file
+    from alignbot.checks import CandidateConfig, CandidateProcess
+    from alignbot.checks.spec_loading import load_file
 
     fixtures = Path(__file__).parent / "fixtures"
     specs = load_file(fixtures / "two_bugs_specs.py")
@@ -302,12 +302,12 @@ def test_merging_each_spec_apart_then_in_spec_order_is_one_merge(seed: int) -> N
 
 def test_a_spec_s_misuse_of_the_dsl_names_the_spec_s_line(tmp_path: Path) -> None:
     """Not checks/dsl.py's: the user fixes their spec, not the engine."""
-    from checks.dsl import DrawContext
-    from checks.spec_loading import load_file
-    from checks.trace import SpecError
+    from alignbot.checks.dsl import DrawContext
+    from alignbot.checks.spec_loading import load_file
+    from alignbot.checks.trace import SpecError
 
     path = tmp_path / "my_specs.py"
-    path.write_text("from typing import Any\n\nfrom checks import autotest, random, random_tensor\n"
+    path.write_text("from typing import Any\n\nfrom alignbot.checks import autotest, random, random_tensor\n"
                     "\n\n@autotest(n=1)\ndef empty(torch: Any) -> Any:\n"
                     "    x = random_tensor(ndim=1)\n"
                     "    return x * int(random(3, 3))\n")
@@ -320,9 +320,9 @@ def test_a_spec_s_misuse_of_the_dsl_names_the_spec_s_line(tmp_path: Path) -> Non
 def test_a_built_in_spec_s_own_line_is_named_too() -> None:
     """The library's specs are specs: their line, not the DSL's, wherever alignbot is
     installed."""
-    import checks.library.activations as library
-    from checks.dsl import random
-    from checks.engine import spec_frame
+    import alignbot.checks.library.activations as library
+    from alignbot.checks.dsl import random
+    from alignbot.checks.engine import spec_frame
 
     try:
         exec(compile("int(random(3, 3))", library.__file__, "exec"), {"random": random})

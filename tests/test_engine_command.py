@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.config import load_config
-from bot.engine_command import check_args, engine_argv
+from alignbot.bot.config import load_config
+from alignbot.bot.engine_command import check_args, engine_argv
 
 CONFIG = "candidate:\n  preset: torch\nspecs: ['specs/**']\ndraws: 7\n"
 
@@ -59,7 +59,7 @@ def test_the_sandbox_adds_the_interpreter_candidate_defaults_and_report(tmp_path
     config = load_config(CONFIG)
     argv = engine_argv(config, ["--ops", "relu*"], python=Path("/venv/bin/python"),
                        repo=tmp_path, report=Path("/work/out/report.json"))
-    assert argv == ["/venv/bin/python", "-I", "-B", "-m", "checks.cli", "check",
+    assert argv == ["/venv/bin/python", "-I", "-B", "-m", "alignbot.checks.cli", "check",
                     "--candidate", "torch", "--ops", "relu*", "--n", "7",
                     "--tracker", config.upstream.tracker, "--jobs", "1",
                     "--json", "/work/out/report.json", "--no-progress"]

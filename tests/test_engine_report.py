@@ -13,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from bot.engine_report import (
+from alignbot.bot.engine_report import (
     MAX_FINDINGS,
     EngineFinding,
     EngineReport,
@@ -24,12 +24,12 @@ from bot.engine_report import (
     parse_report,
     stored_findings,
 )
-from checks import report as reports
-from checks import report_types
-from checks.engine import CheckResult
-from checks.findings import Finding, Kind
-from checks.markdown import Trusted
-from checks.triage import Verdict
+from alignbot.checks import report as reports
+from alignbot.checks import report_types
+from alignbot.checks.engine import CheckResult
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.markdown import Trusted
+from alignbot.checks.triage import Verdict
 
 # Keys the engine always writes that the App takes as optional: job results stored by earlier
 # versions lack them, and a stored result is validated again when a command reads it.

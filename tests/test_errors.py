@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bot.errors import TransientError, describe, is_transient, retry_at
+from alignbot.bot.errors import TransientError, describe, is_transient, retry_at
 
 
 class _Limited(Exception):

@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from hypothesis.internal.conjecture.data import ConjectureData
 
-from checks import nothing, oneof, random, random_bool, random_dtype, random_tensor
-from checks.dsl import DrawContext, resolve
-from checks.engine import check, draw_programs, trace_program
-from checks.explore import Explorer
-from checks.findings import Kind
-from checks.library import choose
-from checks.report import render_markdown, to_json
-from checks.spec import Spec
+from alignbot.checks import nothing, oneof, random, random_bool, random_dtype, random_tensor
+from alignbot.checks.dsl import DrawContext, resolve
+from alignbot.checks.engine import check, draw_programs, trace_program
+from alignbot.checks.explore import Explorer
+from alignbot.checks.findings import Kind
+from alignbot.checks.library import choose
+from alignbot.checks.report import render_markdown, to_json
+from alignbot.checks.spec import Spec
 
 # Alternative 4 of this oneof (the fifth) is the only one that calls torch.tanh.
 FIFTH = ("torch.sin", "torch.cos", "torch.exp", "torch.sigmoid", "torch.tanh", "torch.atan")
@@ -157,8 +157,8 @@ def test_a_point_behind_a_drawn_size_is_reached_by_its_path() -> None:
 
 
 def test_a_label_from_a_hostile_file_name_is_plain_text_the_app_accepts() -> None:
-    from bot.engine_report import SpecExploration
-    from checks.choice_points import ChoicePoint, Site
+    from alignbot.bot.engine_report import SpecExploration
+    from alignbot.checks.choice_points import ChoicePoint, Site
 
     point = ChoicePoint(Site("/repo/x](http://evil)`<b>.py", 3, "oneof"), 1, ("0", "1"), 0, 5)
     label = point.label(1)

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 import torch
 
-from checks import CandidateConfig, CandidateProcess, random_tensor
-from checks.cli import main
-from checks.engine import CheckResult, check, draw_programs
-from checks.findings import (
+from alignbot.checks import CandidateConfig, CandidateProcess, random_tensor
+from alignbot.checks.cli import main
+from alignbot.checks.engine import CheckResult, check, draw_programs
+from alignbot.checks.findings import (
     BACKWARD_OP,
     Finding,
     Kind,
@@ -23,10 +23,10 @@ from checks.findings import (
     backward_call,
     judge,
 )
-from checks.runtime.replay import AUTOGRAD_KEY, BackwardTracker, Hooks, replay
-from checks.runtime.replay import seed as seed_reference
-from checks.spec import Spec
-from checks.spec_loading import load_file
+from alignbot.checks.runtime.replay import AUTOGRAD_KEY, BackwardTracker, Hooks, replay
+from alignbot.checks.runtime.replay import seed as seed_reference
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

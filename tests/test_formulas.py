@@ -14,14 +14,14 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from checks.formulas import Ambiguous
-from checks.formulas import interpolation as I
-from checks.formulas import losses as L
-from checks.formulas import normalization as N
-from checks.formulas import pooling as P
-from checks.formulas import special as S
-from checks.formulas.normalization import Updated
-from checks.formulas.registry import LOSSES
+from alignbot.checks.formulas import Ambiguous
+from alignbot.checks.formulas import interpolation as I
+from alignbot.checks.formulas import losses as L
+from alignbot.checks.formulas import normalization as N
+from alignbot.checks.formulas import pooling as P
+from alignbot.checks.formulas import special as S
+from alignbot.checks.formulas.normalization import Updated
+from alignbot.checks.formulas.registry import LOSSES
 
 CASES = 300
 

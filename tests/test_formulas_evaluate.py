@@ -11,14 +11,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks.compare import compare
-from checks.engine import draw_programs
-from checks.formulas import FUNCTIONS, MODULES, formula_observations
-from checks.formulas.gradients import formula_gradients
-from checks.formulas.source import standalone, summary
-from checks.oracle import finite_differences, reference_observations
-from checks.spec_loading import library_specs
-from checks.triage import to_float64
+from alignbot.checks.compare import compare
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.formulas import FUNCTIONS, MODULES, formula_observations
+from alignbot.checks.formulas.gradients import formula_gradients
+from alignbot.checks.formulas.source import standalone, summary
+from alignbot.checks.oracle import finite_differences, reference_observations
+from alignbot.checks.spec_loading import library_specs
+from alignbot.checks.triage import to_float64
 
 FAMILIES = ("pooling", "interpolation", "losses", "normalization")
 

@@ -16,10 +16,10 @@ import requests
 from github import BadCredentialsException, GithubException, RateLimitExceededException
 from github.GithubException import RateLimitExceededExceedsMaxWait
 
-from bot.alignment import JOB_KIND, AlignmentJob
-from bot.archive import ArchiveError
-from bot.errors import TransientError, is_transient
-from bot.github import (
+from alignbot.bot.alignment import JOB_KIND, AlignmentJob
+from alignbot.bot.archive import ArchiveError
+from alignbot.bot.errors import TransientError, is_transient
+from alignbot.bot.github import (
     MAX_CONTENT,
     REFRESH_MARGIN,
     ApiOptions,
@@ -29,9 +29,9 @@ from bot.github import (
     read_text,
     transient_failures,
 )
-from bot.queue import JobRecord, JobState, SqlJobQueue
-from bot.storage import make_engine, migrate
-from bot.testing.github import GitHubServer
+from alignbot.bot.queue import JobRecord, JobState, SqlJobQueue
+from alignbot.bot.storage import make_engine, migrate
+from alignbot.bot.testing.github import GitHubServer
 
 OWNER, NAME, INSTALLATION, NUMBER = "octo-org", "ops-lib", 4242, 7
 BASE, HEAD = "b" * 40, "c" * 40

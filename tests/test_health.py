@@ -12,17 +12,18 @@ from typing import Any
 
 import pytest
 
-from bot.cli import main
-from bot.demo import wait_for
-from bot.health import VARIABLE, HealthFile, check, check_command
-from bot.settings import Settings, env_name
-from bot.startup import StartupError
+from alignbot.bot.cli import main
+from alignbot.bot.demo import wait_for
+from alignbot.bot.health import VARIABLE, HealthFile, check, check_command
+from alignbot.bot.settings import Settings, env_name
+from alignbot.bot.startup import StartupError
 
 
 def test_the_variable_is_the_settings_and_the_check_imports_no_more() -> None:
     assert env_name("health_file") == VARIABLE and "health_file" in Settings.model_fields
-    probe = subprocess.run([sys.executable, "-c", "import sys, bot.health; print(sorted("
-                            "m for m in ('bot.settings', 'bot.startup', 'pydantic', 'github', "
+    probe = subprocess.run([sys.executable, "-c", "import sys, alignbot.bot.health; print(sorted("
+                            "m for m in ('alignbot.bot.settings', 'alignbot.bot.startup', "
+                            "'pydantic', 'github', "
                             "'sqlalchemy') if m in sys.modules))"],
                            capture_output=True, text=True, check=True, timeout=60)
     assert probe.stdout.strip() == "[]"
@@ -89,7 +90,7 @@ def test_a_running_worker_is_healthy_and_a_stopped_one_is_not(
            "ALIGNBOT_SANDBOX_DIR": str(tmp_path / "sandboxes")}
     log = tmp_path / "worker.log"
     with open(log, "wb") as out:
-        worker = subprocess.Popen([sys.executable, "-m", "bot.cli", "worker"], env=env,
+        worker = subprocess.Popen([sys.executable, "-m", "alignbot.bot.cli", "worker"], env=env,
                                   stdout=out, stderr=out)
     try:
         wait_for(lambda: path.exists() or worker.poll() is not None, 60, "the health file")

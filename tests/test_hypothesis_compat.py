@@ -22,8 +22,8 @@ sys.path.insert(0, sys.argv[2])
 if sys.argv[3] == "load":
     import user_constants  # noqa: F401
 from hypothesis import given, seed, settings, strategies as st, Phase
-from checks.engine import draw_programs
-from checks.spec_loading import load_file
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.spec_loading import load_file
 
 if sys.argv[1] == "engine":
     from pathlib import Path
@@ -44,7 +44,7 @@ print(json.dumps(out))
 """
 
 SPEC = """
-from checks import autotest, random, random_tensor
+from alignbot.checks import autotest, random, random_tensor
 
 @autotest(n=60, backward=False)
 def scaled(torch):

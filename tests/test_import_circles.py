@@ -10,17 +10,18 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from imports import modules, statements
+from imports import INSTALLED_AS, modules, statements
 
 ROOT = Path(__file__).resolve().parent.parent
 
 Graph = dict[str, set[str]]
 
 
-def imports(name: str, path: Path, root: Path, known: dict[str, Path]) -> set[str]:
+def imports(name: str, path: Path, root: Path, known: dict[str, Path], prefix: str
+            ) -> set[str]:
     """The modules of ``known`` that the module ``name`` at ``path`` imports, but itself."""
     targets: set[str] = set()
-    for module, names in statements(path, root):
+    for module, names in statements(path, root, prefix):
         if not names:
             targets.add(module)
         for alias in names:
@@ -29,9 +30,9 @@ def imports(name: str, path: Path, root: Path, known: dict[str, Path]) -> set[st
     return {target for target in targets if target in known and target != name}
 
 
-def import_graph(root: Path, package: str) -> Graph:
-    known = modules(root, package)
-    return {name: imports(name, path, root, known) for name, path in known.items()}
+def import_graph(root: Path, package: str, prefix: str = INSTALLED_AS) -> Graph:
+    known = modules(root, package, prefix)
+    return {name: imports(name, path, root, known, prefix) for name, path in known.items()}
 
 
 def circles(graph: Graph) -> list[list[str]]:
@@ -105,7 +106,7 @@ def test_edges_follow_every_import(tmp_path: Path) -> None:
         "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from ..top import X\n")
     (package / "top.py").write_text(
         "def f():\n    import pkg.sub.leaf\n\nfrom pkg.sub import leaf, name\n")
-    graph = import_graph(tmp_path, "pkg")
+    graph = import_graph(tmp_path, "pkg", prefix="")
     assert graph == {"pkg": {"pkg.sub"}, "pkg.sub": set(), "pkg.sub.leaf": {"pkg.top"},
                      "pkg.top": {"pkg.sub.leaf", "pkg.sub"}}
     assert circles(graph) == [["pkg.sub.leaf", "pkg.top"]]

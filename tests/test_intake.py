@@ -18,18 +18,18 @@ import uvicorn
 from sqlalchemy import Engine
 from test_webhooks import SECRET, headers, make_router, pr_payload
 
-from bot.app import create_app
-from bot.intake import SPOOL_BYTES
-from bot.queue import SqlJobQueue
-from bot.serve import uvicorn_options
-from bot.settings import load_settings
-from bot.storage import make_engine, migrate
+from alignbot.bot.app import create_app
+from alignbot.bot.intake import SPOOL_BYTES
+from alignbot.bot.queue import SqlJobQueue
+from alignbot.bot.serve import uvicorn_options
+from alignbot.bot.settings import load_settings
+from alignbot.bot.storage import make_engine, migrate
 
 AT_ONCE = 2
 
 
 class Running:
-    """The webhook app under uvicorn in a thread, as ``bot.serve`` configures it."""
+    """The webhook app under uvicorn in a thread, as ``alignbot.bot.serve`` configures it."""
 
     def __init__(self, tmp: Path, **env: str) -> None:
         self.engine: Engine = make_engine(f"sqlite:///{tmp / 'bot.db'}")

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from checks.internal_errors import INTERNAL_ERROR, one_line, report
-from checks.jobs import WorkerError
+from alignbot.checks.internal_errors import INTERNAL_ERROR, one_line, report
+from alignbot.checks.jobs import WorkerError
 
 
 def test_a_workers_error_is_named_by_its_tracebacks_last_line() -> None:
@@ -26,7 +26,7 @@ def test_a_traceback_that_cannot_be_saved_goes_to_stderr(
     def full(**kwargs: Any) -> Any:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("checks.internal_errors.tempfile.mkstemp", full)
+    monkeypatch.setattr("alignbot.checks.internal_errors.tempfile.mkstemp", full)
     assert report(ValueError("boom")) == INTERNAL_ERROR == 3
     err = capsys.readouterr().err
     assert err.startswith("ValueError: boom\n")  # no frames: it was never raised

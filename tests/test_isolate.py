@@ -8,14 +8,14 @@ from typing import Any
 
 import numpy as np
 
-from checks import random_tensor
-from checks.dsl import DrawContext
-from checks.engine import trace_program
-from checks.findings import Finding, Kind
-from checks.isolate import prefix_values, slice_call, slice_calls, slice_program
-from checks.program import Observations, Program, reference_observations
-from checks.runtime.values import decode_array
-from checks.spec import Spec
+from alignbot.checks import random_tensor
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import trace_program
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.isolate import prefix_values, slice_call, slice_calls, slice_program
+from alignbot.checks.program import Observations, Program, reference_observations
+from alignbot.checks.runtime.values import decode_array
+from alignbot.checks.spec import Spec
 
 
 def traced(fn: Any) -> tuple[Program, Observations]:

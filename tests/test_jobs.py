@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from checks.cli import main
-from checks.spec_loading import SpecSource, load_file
+from alignbot.checks.cli import main
+from alignbot.checks.spec_loading import SpecSource, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PLANTED = str(FIXTURES / "planted_specs.py")
@@ -29,7 +29,8 @@ def _same_reports(capsys: Any, tmp_path: Path, prelude: str, ops: str, *extra: s
     and ``--jobs 2`` in its own process, as a user runs it: byte-identical reports."""
     one, two = tmp_path / "jobs1.json", tmp_path / "jobs2.json"
     assert main(_args(prelude, ops, 1, one, *extra)) == 1, capsys.readouterr().err
-    run = subprocess.run([sys.executable, "-m", "checks.cli", *_args(prelude, ops, 2, two, *extra)],
+    run = subprocess.run([sys.executable, "-m", "alignbot.checks.cli",
+                          *_args(prelude, ops, 2, two, *extra)],
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 1, run.stderr
     assert one.read_bytes() == two.read_bytes()

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from checks.cli import main
-from checks.known import KnownFileError, load_known, write_known
+from alignbot.checks.cli import main
+from alignbot.checks.known import KnownFileError, load_known, write_known
 
 
 def _finding(fingerprint: str = "0123456789ab", op: str = "torch.erfinv",

@@ -1,6 +1,7 @@
 """The App's features never import one another: each imports only layers (storage, queue,
 github, markers, config, policy, jobs, webhooks, …), so that a feature can be changed, split or
-removed alone; and the App imports the engine through its face, ``checks.api``, alone. Checked
+removed alone; and the App imports the engine through its face, ``alignbot.checks.api``, alone.
+Checked
 by parsing every module under bot/ with ``ast`` (``tests/imports.py``)."""
 
 from __future__ import annotations
@@ -21,23 +22,23 @@ FEATURES = {"alignment", "trust", "commands", "reminders", "status"}
 KNOWN: set[tuple[str, str]] = set()
 
 # The one engine module the App imports: what the App relies on, in one list.
-FACE = "checks.api"
+FACE = "alignbot.checks.api"
 
 
-def imported(path: Path, root: Path = ROOT, top: str = "bot") -> set[str]:
+def imported(path: Path, root: Path = ROOT, top: str = "alignbot.bot") -> set[str]:
     """The modules of package ``top`` that the module at ``path`` imports (relative imports
     resolved), wherever the import statement is (top level, a function, ``TYPE_CHECKING``)."""
     found: set[str] = set()
     for target, names in statements(path, root):
         found.add(target)
-        # ``from . import alignment`` and ``from bot import trust`` name modules too
+        # ``from . import alignment`` and ``from alignbot.bot import trust`` name modules too
         found.update(f"{target}.{name}" for name in names)
     return {module for module in found if module == top or module.startswith(top + ".")}
 
 
 def feature_of(module: str) -> str | None:
     parts = module.split(".")
-    return parts[1] if len(parts) > 1 and parts[1] in FEATURES else None
+    return parts[2] if len(parts) > 2 and parts[2] in FEATURES else None
 
 
 def feature_imports() -> set[tuple[str, str, str]]:
@@ -56,9 +57,10 @@ def feature_imports() -> set[tuple[str, str, str]]:
 
 def engine_imports() -> set[tuple[str, str]]:
     """(the importing module, the ``checks`` module) for every import of the engine under
-    bot/ that does not go through ``checks.api`` (``checks.api.X`` is a name of the face)."""
+    bot/ that does not go through ``alignbot.checks.api`` (``alignbot.checks.api.X`` is a name of
+    the face)."""
     return {(module_name(path, ROOT), module) for path in sorted(BOT.rglob("*.py"))
-            for module in imported(path, top="checks")
+            for module in imported(path, top="alignbot.checks")
             if module != FACE and not module.startswith(FACE + ".")}
 
 
@@ -87,26 +89,26 @@ def test_the_app_imports_the_engine_only_through_its_face() -> None:
 
 
 def test_the_face_holds_what_the_app_uses_and_no_more() -> None:
-    """Every name of ``checks.api`` is imported somewhere in bot/: the face is the list of
+    """Every name of ``alignbot.checks.api`` is imported somewhere in bot/: the face is the list of
     what the App relies on, so a name the App stopped using leaves it."""
-    import checks.api
+    import alignbot.checks.api
 
     used = {name for path in sorted(BOT.rglob("*.py"))
             for target, names in statements(path, ROOT) if target == FACE for name in names}
-    assert used == set(checks.api.__all__)
+    assert used == set(alignbot.checks.api.__all__)
 
 
 @pytest.mark.parametrize(("source", "path", "expected"), [
     ("from ..alignment import JOB_KIND", "bot/commands/job.py",
-     {"bot.alignment", "bot.alignment.JOB_KIND"}),
-    ("from .. import trust", "bot/commands/__init__.py", {"bot", "bot.trust"}),
+     {"alignbot.bot.alignment", "alignbot.bot.alignment.JOB_KIND"}),
+    ("from .. import trust", "bot/commands/__init__.py", {"alignbot.bot", "alignbot.bot.trust"}),
     ("from .alignment import x", "bot/commands/__init__.py",
-     {"bot.commands.alignment", "bot.commands.alignment.x"}),
+     {"alignbot.bot.commands.alignment", "alignbot.bot.commands.alignment.x"}),
     ("from ...reminders import x", "bot/commands/handlers/remind.py",
-     {"bot.reminders", "bot.reminders.x"}),
-    ("import bot.scheduler", "bot/trust.py", {"bot.scheduler"}),
-    ("def f():\n    from bot.trust import is_ok", "bot/alignment.py",
-     {"bot.trust", "bot.trust.is_ok"}),
+     {"alignbot.bot.reminders", "alignbot.bot.reminders.x"}),
+    ("import alignbot.bot.scheduler", "bot/trust.py", {"alignbot.bot.scheduler"}),
+    ("def f():\n    from alignbot.bot.trust import is_ok", "bot/alignment.py",
+     {"alignbot.bot.trust", "alignbot.bot.trust.is_ok"}),
 ])
 def test_imports_are_resolved(tmp_path: Path, source: str, path: str,
                               expected: set[str]) -> None:
@@ -118,13 +120,14 @@ def test_imports_are_resolved(tmp_path: Path, source: str, path: str,
 
 
 @pytest.mark.parametrize(("source", "expected"), [
-    ("from checks.api import Kind", {"checks.api", "checks.api.Kind"}),
-    ("import checks.report", {"checks.report"}),
-    ("from checks import causes", {"checks", "checks.causes"}),
-    ("def f():\n    from checks.known import KNOWN_PATH",
-     {"checks.known", "checks.known.KNOWN_PATH"}),
-    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from checks.triage import Verdict",
-     {"checks.triage", "checks.triage.Verdict"}),
+    ("from alignbot.checks.api import Kind", {"alignbot.checks.api", "alignbot.checks.api.Kind"}),
+    ("import alignbot.checks.report", {"alignbot.checks.report"}),
+    ("from alignbot.checks import causes", {"alignbot.checks", "alignbot.checks.causes"}),
+    ("def f():\n    from alignbot.checks.known import KNOWN_PATH",
+     {"alignbot.checks.known", "alignbot.checks.known.KNOWN_PATH"}),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+     "    from alignbot.checks.triage import Verdict",
+     {"alignbot.checks.triage", "alignbot.checks.triage.Verdict"}),
     ("from .checks import x", set()),
 ])
 def test_engine_imports_are_found(tmp_path: Path, source: str, expected: set[str]) -> None:
@@ -133,4 +136,4 @@ def test_engine_imports_are_found(tmp_path: Path, source: str, expected: set[str
     module = tmp_path / "bot" / "feature.py"
     module.parent.mkdir(parents=True)
     module.write_text(source + "\n")
-    assert imported(module, tmp_path, top="checks") == expected
+    assert imported(module, tmp_path, top="alignbot.checks") == expected

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import torch
 
-from checks.layout import plan_layout
+from alignbot.checks.layout import plan_layout
 
 
 def rebuild(view: torch.Tensor) -> torch.Tensor | None:

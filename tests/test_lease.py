@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.lease import Lease
-from bot.storage import make_engine, migrate
+from alignbot.bot.lease import Lease
+from alignbot.bot.storage import make_engine, migrate
 
 
 def test_the_lease_is_exclusive_until_it_expires(tmp_path: Path) -> None:

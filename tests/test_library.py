@@ -18,12 +18,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks import CandidateProcess, check
-from checks import library as library_package
-from checks.cli import main
-from checks.engine import draw_programs
-from checks.spec import Spec
-from checks.spec_loading import library_specs
+from alignbot.checks import CandidateProcess, check
+from alignbot.checks import library as library_package
+from alignbot.checks.cli import main
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import library_specs
 
 FIXTURES = Path(__file__).parent / "fixtures"
 DRAWS = 4

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from checks.cli import main
+from alignbot.checks.cli import main
 
 FIXTURES = Path(__file__).parent / "fixtures"
 PRELUDE = (FIXTURES / "library_bugs_prelude.py").read_text()

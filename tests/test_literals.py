@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from checks.runtime.literals import is_ref, node_refs, ref_of, refs
-from checks.runtime.program_types import CallNode
+from alignbot.checks.runtime.literals import is_ref, node_refs, ref_of, refs
+from alignbot.checks.runtime.program_types import CallNode
 
 
 def test_refs_are_found_however_deep_and_in_order() -> None:
@@ -34,8 +34,8 @@ def test_a_nodes_refs_are_its_args_then_its_kwargs() -> None:
 def test_a_complex_literal_decodes_and_renders_with_both_parts() -> None:
     import torch
 
-    from checks.codegen import literal
-    from checks.runtime.values import decode_literal
+    from alignbot.checks.codegen import literal
+    from alignbot.checks.runtime.values import decode_literal
 
     value = {"complex": ["1.5", "-0.0"]}
     decoded = decode_literal(torch, value, {})

@@ -12,8 +12,8 @@ import httpx
 import pytest
 from service import OWNER, REPO, SECRET, Service, completed, open_pull
 
-from bot.demo import _files, wait_for
-from bot.logs import (
+from alignbot.bot.demo import _files, wait_for
+from alignbot.bot.logs import (
     JsonFormatter,
     TextFormatter,
     configure,
@@ -21,7 +21,7 @@ from bot.logs import (
     log_context,
     redact,
 )
-from bot.settings import SettingsError, load_settings
+from alignbot.bot.settings import SettingsError, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -44,11 +44,12 @@ def test_one_delivery_job_and_check_run_carry_their_ids(
     assert {"time", "level", "logger", "message", *current()} <= set(lines[0])
     mine = [line for line in lines if line["delivery_id"] == delivery_id]
     by_logger = {line["logger"]: line for line in mine}
-    assert {"bot.webhooks", "bot.alignment", "bot.worker"} <= set(by_logger), mine
-    assert "1 job(s)" in by_logger["bot.webhooks"]["message"]
-    assert "check run" in by_logger["bot.alignment"]["message"]
-    assert "done in" in by_logger["bot.worker"]["message"]
-    job_id = by_logger["bot.worker"]["job_id"]
+    loggers = {"alignbot.bot.webhooks", "alignbot.bot.alignment", "alignbot.bot.worker"}
+    assert loggers <= set(by_logger), mine
+    assert "1 job(s)" in by_logger["alignbot.bot.webhooks"]["message"]
+    assert "check run" in by_logger["alignbot.bot.alignment"]["message"]
+    assert "done in" in by_logger["alignbot.bot.worker"]["message"]
+    job_id = by_logger["alignbot.bot.worker"]["job_id"]
     assert isinstance(job_id, int)
     for line in mine:
         assert line["repository"] == f"{OWNER}/{REPO}"

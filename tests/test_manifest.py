@@ -14,14 +14,14 @@ import pytest
 from reminders_world import catalogue, new_world
 from service import OWNER, REPO, Service, completed, open_pull
 
-from bot.api_routes import ROUTES, route_of
-from bot.cli import main
-from bot.demo import _files, wait_for
-from bot.manifest import build_manifest
-from bot.serve import webhook_router
-from bot.storage import make_engine
-from bot.testing.github import GitHubServer
-from bot.testing.github.model import Exchange
+from alignbot.bot.api_routes import ROUTES, route_of
+from alignbot.bot.cli import main
+from alignbot.bot.demo import _files, wait_for
+from alignbot.bot.manifest import build_manifest
+from alignbot.bot.serve import webhook_router
+from alignbot.bot.storage import make_engine
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.bot.testing.github.model import Exchange
 
 ROOT = Path(__file__).resolve().parent.parent
 # measured: what a check, the slash-commands and a sweep need (a comment on a pull request

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from checks.markdown import (
+from alignbot.checks.markdown import (
     ZWSP,
     Trusted,
     block,

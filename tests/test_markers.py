@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from bot.markers import find_marked, first_marked, marker_at_start
+from alignbot.bot.markers import find_marked, first_marked, marker_at_start
 
 BOT = "alignbot[bot]"
 MARKER = "<!-- alignbot:sticky-comment -->"

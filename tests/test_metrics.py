@@ -15,16 +15,16 @@ from prometheus_client.parser import text_string_to_metric_families
 from service import OWNER, REPO, SECRET, Service, completed, open_pull
 from sqlalchemy import update
 
-from bot.api_routes import DOWNLOAD, ROUTES
-from bot.demo import _files, wait_for
-from bot.errors import TransientError
-from bot.github import RateLimited
-from bot.metrics import Metrics, delivery_outcome, job_outcome, sandbox_outcome
-from bot.queue import JobRequest, SqlJobQueue
-from bot.sandbox import SandboxResult
-from bot.storage import JOBS, make_engine, transaction, utcnow
-from bot.webhooks import Acceptance
-from bot.worker import JobSuperseded
+from alignbot.bot.api_routes import DOWNLOAD, ROUTES
+from alignbot.bot.demo import _files, wait_for
+from alignbot.bot.errors import TransientError
+from alignbot.bot.github import RateLimited
+from alignbot.bot.metrics import Metrics, delivery_outcome, job_outcome, sandbox_outcome
+from alignbot.bot.queue import JobRequest, SqlJobQueue
+from alignbot.bot.sandbox import SandboxResult
+from alignbot.bot.storage import JOBS, make_engine, transaction, utcnow
+from alignbot.bot.webhooks import Acceptance
+from alignbot.bot.worker import JobSuperseded
 
 ROOT = Path(__file__).resolve().parent.parent
 # an op file changed, without the bug the example's pull request plants: the engine runs in
@@ -222,7 +222,7 @@ def test_outcomes() -> None:
 
 def test_a_process_without_the_web_app_serves_its_own_registry() -> None:
     """What a worker process does: its registry on a port of its own."""
-    from bot.demo import free_port
+    from alignbot.bot.demo import free_port
 
     metrics, port = Metrics(), free_port()
     metrics.jobs.labels("align", "done").observe(1.5)
@@ -240,8 +240,8 @@ def test_reminders_posted_by_a_sweep_job_are_counted(github_server: Any,
                                                      tmp_path: Path) -> None:
     from reminders_world import catalogued_world
 
-    from bot.reminders import JOB_KIND, enqueue_due
-    from bot.worker import Worker
+    from alignbot.bot.reminders import JOB_KIND, enqueue_due
+    from alignbot.bot.worker import Worker
 
     world = catalogued_world(github_server, tmp_path)
     queue, metrics = SqlJobQueue(world.engine), Metrics(world.engine)

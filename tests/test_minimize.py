@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 
-from checks import CandidateConfig, CandidateProcess
-from checks.cli import main
-from checks.engine import check
-from checks.findings import Kind
-from checks.oracle import Oracle, ShrinkBudget, ShrinkBudgetSpent, stats
-from checks.repro import run_script
-from checks.shrink import Shrinker
-from checks.spec_loading import load_file
+from alignbot.checks import CandidateConfig, CandidateProcess
+from alignbot.checks.cli import main
+from alignbot.checks.engine import check
+from alignbot.checks.findings import Kind
+from alignbot.checks.oracle import Oracle, ShrinkBudget, ShrinkBudgetSpent, stats
+from alignbot.checks.repro import run_script
+from alignbot.checks.shrink import Shrinker
+from alignbot.checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -131,7 +131,7 @@ def test_shrinking_keeps_the_fingerprint_and_finds_the_smallest_shape(shrink_set
 
 
 def _largest_failing_program(spec: Any, candidate: Any, finding: Any) -> dict[str, Any]:
-    from checks.engine import draw_programs, evaluate
+    from alignbot.checks.engine import draw_programs, evaluate
 
     found: list[Any] = []
 
@@ -164,7 +164,7 @@ def reference_suspect(tmp_path_factory: Any) -> dict[str, Any]:
     """PyTorch with a planted float32-only softplus bug, against a correct candidate."""
     path = tmp_path_factory.mktemp("refbug") / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "checks.cli", "check", "--prelude",
+        [sys.executable, "-m", "alignbot.checks.cli", "check", "--prelude",
          (FIXTURES / "correct_softplus.py").read_text(), "--spec-file",
          str(FIXTURES / "planted_specs.py"), "--ops", "softplus_scaled", "--json", str(path),
          "--no-progress"], env=_buggy_reference_env(), capture_output=True, text=True,
@@ -252,7 +252,7 @@ def test_modules_built_with_a_tensor_argument_get_verified_repros(tmp_path: Path
 @pytest.mark.slow
 def test_a_finding_that_fails_to_minimize_is_kept_and_the_run_goes_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any) -> None:
-    from checks import codegen
+    from alignbot.checks import codegen
 
     fresh_state = codegen._fresh_state
 

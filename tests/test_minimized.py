@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from checks.findings import Finding, Kind
-from checks.minimized import Minimized
-from checks.program import Program
-from checks.report_types import Numbers
-from checks.vocab import Verdict
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.minimized import Minimized
+from alignbot.checks.program import Program
+from alignbot.checks.report_types import Numbers
+from alignbot.checks.vocab import Verdict
 
 DRAWN: Program = {"version": 1, "spec": "t.min", "seed": 0, "choices": [3, 4], "nodes": [],
                   "backward": None, "expect_raise": False}

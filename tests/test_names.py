@@ -15,7 +15,8 @@ ROOT = Path(__file__).resolve().parent.parent
 MIRRORS = ("bot/engine_report.py", {"checks/report_types.py", "checks/capabilities.py"})
 # Duplicates meant as the same thing, each with the modules that define it.
 ALLOWED = {
-    # bot/alignment.py states bot.sharding.Sharding as a Protocol: features import no feature
+    # bot/alignment.py states alignbot.bot.sharding.Sharding as a Protocol: features import no
+    # feature
     "Sharding": {"bot/alignment.py", "bot/sharding.py"},
 }
 

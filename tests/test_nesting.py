@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from bot.nesting import MAX_DEPTH, map_strings, problem, too_deep
+from alignbot.bot.nesting import MAX_DEPTH, map_strings, problem, too_deep
 
 
 def nested(depth: int, leaf: Any = "leaf", kind: str = "list") -> Any:

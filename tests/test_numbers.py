@@ -7,13 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from checks import random_tensor
-from checks.dsl import DrawContext
-from checks.engine import trace_program
-from checks.findings import Finding, Kind
-from checks.numbers import SHOWN, numbers
-from checks.program import Program
-from checks.spec import Spec
+from alignbot.checks import random_tensor
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import trace_program
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.numbers import SHOWN, numbers
+from alignbot.checks.program import Program
+from alignbot.checks.spec import Spec
 
 
 def linear_sort_double(torch: Any) -> Any:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from interpreters import assert_minimized_repro_fails, candidate_python, run_check
 
-from checks.presets import PRESETS
+from alignbot.checks.presets import PRESETS
 
 PYTHON, needs_openvino = candidate_python("ALIGNBOT_OPENVINO_PYTHON", "openvino")
 pytestmark = [pytest.mark.openvino, needs_openvino]

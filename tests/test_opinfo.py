@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from checks import CandidateProcess, check
-from checks.cli import main
-from checks.dsl import DrawContext
-from checks.engine import draw_programs, evaluate, trace_program
-from checks.opinfo import adapter, opinfo_specs
-from checks.opinfo.modules import catalog as module_catalog
-from checks.opinfo.specs import (
+from alignbot.checks import CandidateProcess, check
+from alignbot.checks.cli import main
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import draw_programs, evaluate, trace_program
+from alignbot.checks.opinfo import adapter, opinfo_specs
+from alignbot.checks.opinfo.modules import catalog as module_catalog
+from alignbot.checks.opinfo.specs import (
     DTYPES,
     LOW_PRECISION,
     SAMPLE_DRAWS,
@@ -29,8 +29,8 @@ from checks.opinfo.specs import (
     random_values,
     render_not_carried,
 )
-from checks.runtime.dtypes import FLOAT_DTYPES
-from checks.spec import Spec
+from alignbot.checks.runtime.dtypes import FLOAT_DTYPES
+from alignbot.checks.spec import Spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HANDFUL = ("opinfo.add", "opinfo.softmax", "opinfo.nn.functional.relu", "opinfo.sum",
@@ -105,7 +105,7 @@ def test_samples_keep_the_shape_the_adapter_reads() -> None:
 
 
 def test_the_private_module_is_imported_only_when_opinfo_specs_are_asked_for() -> None:
-    code = ("import sys, checks.cli, checks.opinfo, checks.engine; "
+    code = ("import sys, alignbot.checks.cli, alignbot.checks.opinfo, alignbot.checks.engine; "
             f"print({adapter.OP_DB_MODULE!r} in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from checks.opinfo.lambdas import WrappedCall, unwrap
+from alignbot.checks.opinfo.lambdas import WrappedCall, unwrap
 
 
 def wrapper_set_seed(op, *args, **kwargs):  # the name OpInfo uses for ops that draw numbers

@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from checks import CandidateProcess, check
-from checks.cli import main
-from checks.engine import draw_programs
-from checks.opinfo import module_adapter, modules, opinfo_specs
-from checks.opinfo.adapter import OpInfoChanged
-from checks.spec import Spec
+from alignbot.checks import CandidateProcess, check
+from alignbot.checks.cli import main
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.opinfo import module_adapter, modules, opinfo_specs
+from alignbot.checks.opinfo.adapter import OpInfoChanged
+from alignbot.checks.spec import Spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 HANDFUL = ("moduleinfo.nn.BatchNorm2d", "moduleinfo.nn.LSTM", "moduleinfo.nn.LazyConv2d",

@@ -11,11 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks.cli import main
-from checks.engine import draw_programs
-from checks.opinfo import adapter, opinfo_specs
-from checks.opinfo.specs import Plan, TensorValue, kind, kinds_first, sample_pool
-from checks.opinfo.variants import (
+from alignbot.checks.cli import main
+from alignbot.checks.engine import draw_programs
+from alignbot.checks.opinfo import adapter, opinfo_specs
+from alignbot.checks.opinfo.specs import Plan, TensorValue, kind, kinds_first, sample_pool
+from alignbot.checks.opinfo.variants import (
     VARIANTS,
     apply,
     integer_valued,

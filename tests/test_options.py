@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from checks import pytest_plugin
-from checks.cli import FLAGS
-from checks.options import RANGES, OptionError, check_numbers
+from alignbot.checks import pytest_plugin
+from alignbot.checks.cli import FLAGS
+from alignbot.checks.options import RANGES, OptionError, check_numbers
 
 
 @pytest.mark.parametrize(("key", "value", "line"), [

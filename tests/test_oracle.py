@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks import CandidateConfig, CandidateProcess, random_tensor
-from checks.dsl import DrawContext
-from checks.engine import trace_program
-from checks.findings import Kind
-from checks.oracle import (
+from alignbot.checks import CandidateConfig, CandidateProcess, random_tensor
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import trace_program
+from alignbot.checks.findings import Kind
+from alignbot.checks.oracle import (
     NUMPY_OPS,
     Oracle,
     ShrinkBudget,
@@ -23,8 +23,8 @@ from checks.oracle import (
     numpy_observations,
     stats,
 )
-from checks.program import Observations, Program, reference_observations
-from checks.spec import Spec
+from alignbot.checks.program import Observations, Program, reference_observations
+from alignbot.checks.spec import Spec
 
 SOFTPLUS_OFF = """import torch
 _softplus = torch.nn.functional.softplus

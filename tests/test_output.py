@@ -19,10 +19,10 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 from service import open_pull
 
-from bot.alignment import CONFIG_PATH, JOB_KIND, _op_files_for
-from bot.check_run import complete_run
-from bot.config import load_config
-from bot.demo import (
+from alignbot.bot.alignment import CONFIG_PATH, JOB_KIND, _op_files_for
+from alignbot.bot.check_run import complete_run
+from alignbot.bot.config import load_config
+from alignbot.bot.demo import (
     INSTALLATION,
     NUMBER,
     OWNER,
@@ -34,9 +34,9 @@ from bot.demo import (
     settings_for,
     wait_for,
 )
-from bot.engine_report import EngineReport, parse_report
-from bot.github import ApiOptions, GitHubApp
-from bot.output import (
+from alignbot.bot.engine_report import EngineReport, parse_report
+from alignbot.bot.github import ApiOptions, GitHubApp
+from alignbot.bot.output import (
     ANNOTATION_BATCH,
     CHECK_NAME,
     CHECK_TEXT_LIMIT,
@@ -52,10 +52,10 @@ from bot.output import (
     fit,
     shown_layers,
 )
-from bot.queue import JobState, SqlJobQueue
-from bot.testing.github import GitHubServer
-from checks.markdown import ZWSP, Trusted, folded, link, marker
-from checks.report import ENGINE_TEMPLATES, environment, templates_dir
+from alignbot.bot.queue import JobState, SqlJobQueue
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.checks.markdown import ZWSP, Trusted, folded, link, marker
+from alignbot.checks.report import ENGINE_TEMPLATES, environment, templates_dir
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ("pyproject.toml", "README.md", "checks", "bot", "templates", "examples")
 ENGINE_ONLY_MISSING = ("fastapi", "sqlalchemy", "github", "pydantic_settings", "uvicorn")
 BREAK_RELU = "import torch; torch.relu = lambda x: x + 1"
-SPEC = '''from checks import autotest, random_tensor
+SPEC = '''from alignbot.checks import autotest, random_tensor
 
 
 @autotest(n=1, ops=["torch.relu"])
@@ -49,7 +49,8 @@ def test_no_module_under_checks_imports_the_app() -> None:
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
                 names = [node.module]
             offenders += [f"{path.relative_to(ROOT)}:{node.lineno} imports {name}"
-                          for name in names if name.partition(".")[0] == "bot"]
+                          for name in names
+                          if name == "alignbot.bot" or name.startswith("alignbot.bot.")]
     assert not offenders, "\n".join(offenders)
 
 
@@ -88,7 +89,7 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_the_wheel_builds_without_a_setuptools_warning(wheel: Path) -> None:
-    # e.g. "Package 'bot.examples.fastops' is absent from the `packages` configuration",
+    # e.g. "Package 'alignbot.bot.examples.fastops' is absent from the `packages` configuration",
     # some 45 lines at every build and editable install
     log = (wheel.parent.parent / "build.log").read_text()
     assert "running bdist_wheel" in log  # the backend's own lines are there to be read
@@ -102,16 +103,20 @@ def test_the_wheel_holds_every_package_the_templates_and_the_markers(wheel: Path
     names = set(zipfile.ZipFile(wheel).namelist())
     packages = {str(p.parent.relative_to(ROOT)) for top in ("checks", "bot")
                 for p in (ROOT / top).rglob("__init__.py")}
-    missing = sorted(p.replace("/", ".") for p in packages if f"{p}/__init__.py" not in names)
+    missing = sorted("alignbot." + p.replace("/", ".") for p in packages
+                     if f"alignbot/{p}/__init__.py" not in names)
     assert not missing, f"add {missing} to [tool.setuptools] packages in pyproject.toml"
     templates = {p.name for p in (ROOT / "templates").glob("*.j2")}
-    assert templates and all(f"checks/templates/{t}" in names for t in templates)
-    assert {"checks/py.typed", "bot/py.typed"} <= names
+    assert templates and all(f"alignbot/checks/templates/{t}" in names for t in templates)
+    assert {"alignbot/checks/py.typed", "alignbot/bot/py.typed"} <= names
     # what the demo and the GitHub test server read at run time
-    assert {"bot/examples/fastops/fastops.py", "bot/examples/fastops/.github/alignbot.yml",
-            "bot/examples/pull-request/fastops.py",
-            "bot/testing/github/openapi-subset.json"} <= names
-    assert not any(n.startswith(("templates/", "tests/")) for n in names)
+    assert {"alignbot/bot/examples/fastops/fastops.py",
+            "alignbot/bot/examples/fastops/.github/alignbot.yml",
+            "alignbot/bot/examples/pull-request/fastops.py",
+            "alignbot/bot/testing/github/openapi-subset.json"} <= names
+    # one import name: nothing but alignbot/ and the distribution's metadata at the top
+    tops = {n.partition("/")[0] for n in names}
+    assert {top for top in tops if not top.endswith(".dist-info")} == {"alignbot"}, tops
 
 
 # --------------------------------------------------------------------- fresh environments
@@ -170,16 +175,17 @@ def _wheel_requirements(wheel: Path) -> list[str]:
 class Env:
     """A fresh virtual environment with the wheel and its dependencies, run from ``work``."""
 
-    def __init__(self, top: Path, wheel: Path, extras: set[str]) -> None:
+    def __init__(self, top: Path, wheel: Path, extras: set[str], also: tuple[str, ...] = ()
+                 ) -> None:
         self.top, self.work = top, top / "work"
         self.work.mkdir(parents=True)
         subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(top / "venv")],
                        check=True, timeout=60)
         self.bin = top / "venv" / "bin"
-        site = Path(subprocess.run(
+        self.site = site = Path(subprocess.run(
             [str(self.bin / "python"), "-c", "import sysconfig; print(sysconfig.get_path("
              "'purelib'))"], check=True, capture_output=True, text=True).stdout.strip())
-        deps = _closure([*_wheel_requirements(wheel), "torch"], extras)
+        deps = _closure([*_wheel_requirements(wheel), "torch", *also], extras)
         assert not any(canonicalize_name(d.metadata["Name"]) == "alignbot" for d in deps)
         _link_distributions(deps, top / "deps")
         (site / "alignbot-deps.pth").write_text(f"{top / 'deps'}\n")
@@ -208,10 +214,18 @@ def engine_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Env:
     return Env(tmp_path_factory.mktemp("engine"), wheel, set())
 
 
+@pytest.fixture(scope="module")
+def project_env(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Env:
+    """A team's environment: alignbot's engine and pytest, nothing of the App."""
+    return Env(tmp_path_factory.mktemp("project"), wheel, set(), also=("pytest",))
+
+
 def _assert_isolated(env: Env) -> None:
     """The packages come from the fresh environment; the sources are nowhere on the path."""
-    proc = env.python("import json, sys, checks, bot, checks.report as r; print(json.dumps("
-                      "[checks.__file__, bot.__file__, str(r.templates_dir()), sys.path]))")
+    proc = env.python("import json, sys, alignbot.checks, alignbot.bot, "
+                      "alignbot.checks.report as r; "
+                      "print(json.dumps([alignbot.checks.__file__, alignbot.bot.__file__, "
+                      "str(r.templates_dir()), sys.path]))")
     assert proc.returncode == 0, proc.stderr
     checks_file, bot_file, templates, path = json.loads(proc.stdout)
     site = str(env.top / "venv")
@@ -244,7 +258,7 @@ def test_the_wheel_checks_and_prints_a_repro_outside_the_sources(app_env: Env) -
     assert repro.stdout == finding["repro"] and "import torch" in repro.stdout
 
     # the App's strict templates ship too, and its commands run
-    posted = app_env.python("from checks.report import environment; "
+    posted = app_env.python("from alignbot.checks.report import environment; "
                             "print(environment().get_template('pr_comment.md.j2').name)")
     assert posted.stdout.strip() == "pr_comment.md.j2", posted.stderr
     schema = app_env.run("alignbot", "config-schema")
@@ -288,7 +302,7 @@ def test_the_engine_alone_checks_and_app_commands_say_what_to_install(engine_env
 
 @pytest.mark.slow
 def test_the_wheel_runs_the_demo_outside_the_sources(app_env: Env) -> None:
-    probe = app_env.python("import bot.testing.github as g, bot.examples as e; "
+    probe = app_env.python("import alignbot.bot.testing.github as g, alignbot.bot.examples as e; "
                            "print(g.__file__); print(e.__file__)")
     assert probe.returncode == 0, probe.stderr
     assert all(line.startswith(str(app_env.top)) for line in probe.stdout.split()), probe.stdout
@@ -302,3 +316,45 @@ def test_the_wheel_runs_the_demo_outside_the_sources(app_env: Env) -> None:
                  "grad-mismatch at `torch.nn.functional.softplus`",
                  "the comment by alignbot[bot]", "Minimized repro: verified"):
         assert line in demo.stdout, demo.stdout[-2000:]
+
+
+MY_TESTS = '''from bot import NAME
+from checks import LIMIT
+from checks.rules import under_limit
+
+
+def test_my_own_packages() -> None:
+    assert NAME == "mybot" and LIMIT == 3 and under_limit(2)
+'''
+
+
+@pytest.mark.slow
+def test_a_project_with_its_own_checks_and_bot_folders_runs_its_tests_and_the_plugin(
+        project_env: Env) -> None:
+    """alignbot installs one import name: a project whose own packages are called ``checks``
+    and ``bot`` (common names) keeps importing them, under pytest with the plugin loaded."""
+    env = project_env
+    assert {p.name for p in env.site.iterdir()} & {"checks", "bot"} == set()
+    assert (env.site / "alignbot" / "checks" / "pytest_plugin.py").is_file()
+    assert not (env.site / "alignbot" / "__init__.py").exists()  # a namespace, nothing else
+    for package, source in (("checks", "LIMIT = 3\n"), ("bot", "NAME = 'mybot'\n")):
+        (env.work / package).mkdir()
+        (env.work / package / "__init__.py").write_text(source)
+    (env.work / "checks" / "rules.py").write_text("def under_limit(n: int) -> bool:\n"
+                                                  "    return n < 3\n")
+    (env.work / "tests").mkdir()
+    (env.work / "tests" / "test_mine.py").write_text(MY_TESTS)
+    python = str(env.bin / "python")
+    own = env.run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests")
+    assert own.returncode == 0 and "1 passed" in own.stdout, own.stdout + own.stderr
+
+    # the plugin, from the same project: a spec file as tests, on a candidate that breaks
+    # relu (the spec fails with its repro) and on torch itself (it passes)
+    (env.work / "align_relu.py").write_text(SPEC)
+    broken = env.run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                     f"--alignbot-prelude={BREAK_RELU}", "align_relu.py", "tests")
+    assert broken.returncode == 1, broken.stdout + broken.stderr
+    assert "1 failed, 1 passed" in broken.stdout and "torch.relu" in broken.stdout
+    clean = env.run(python, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                    "--alignbot-candidate=torch", "align_relu.py", "tests")
+    assert clean.returncode == 0 and "2 passed" in clean.stdout, clean.stdout + clean.stderr

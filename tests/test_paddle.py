@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from checks import CandidateProcess, preset
-from checks.engine import check
-from checks.findings import Kind
+from alignbot.checks import CandidateProcess, preset
+from alignbot.checks.engine import check
+from alignbot.checks.findings import Kind
 
 PADDLE_PYTHON = os.environ.get("ALIGNBOT_PADDLE_PYTHON", "")
 
@@ -53,7 +53,7 @@ def test_paddle_compat_findings_are_real_and_named(paddle_run: Any) -> None:
 
 @pytest.mark.slow
 def test_dtypes_paddle_lacks_are_findings_and_complex_agrees() -> None:
-    from checks.spec_loading import library_specs
+    from alignbot.checks.spec_loading import library_specs
 
     specs = [s for s in library_specs()
              if s.name in ("precision.softmax_low_precision", "precision.matmul_precision")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 
-from bot.periodic import Periodic
+from alignbot.bot.periodic import Periodic
 
 
 def test_runs_again_after_a_failure_and_stops() -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from bot.policy import (
+from alignbot.bot.policy import (
     SEEN_AT,
     SEEN_BEFORE,
     Sighting,
@@ -16,7 +16,7 @@ from bot.policy import (
     head_seen,
     record_ok,
 )
-from bot.storage import make_engine, migrate
+from alignbot.bot.storage import make_engine, migrate
 
 T0 = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)
 A, B, C = "a" * 40, "b" * 40, "c" * 40

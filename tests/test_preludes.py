@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from checks.cli import main
+from alignbot.checks.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
 PRELUDES = ROOT / "examples" / "preludes"

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from checks import CandidateProcess, preset
-from checks.cli import main
-from checks.engine import check
-from checks.presets import (
+from alignbot.checks import CandidateProcess, preset
+from alignbot.checks.cli import main
+from alignbot.checks.engine import check
+from alignbot.checks.presets import (
     OWN_INTERPRETER,
     PRESETS,
     REQUIREMENTS,
@@ -44,7 +44,7 @@ def test_preset_agrees_with_the_reference(name: str, planted_specs: dict[str, An
 @pytest.mark.slow
 def test_float64_preset_really_computes_in_float64(make_candidate: Any) -> None:
     # 1e8 + 1 - 1e8 is 0 in float32 and 1 in float64.
-    from checks.spec import Spec
+    from alignbot.checks.spec import Spec
 
     def spec(torch: Any) -> Any:
         return torch.tensor([1e8, 1.0, -1e8]).sum()
@@ -69,7 +69,7 @@ def test_compile_program_preset_compiles_a_whole_program_and_agrees() -> None:
     # with probes for the intermediates' gradients; everything agrees with eager
     from pathlib import Path
 
-    from checks.spec_loading import load_file
+    from alignbot.checks.spec_loading import load_file
 
     specs = load_file(Path(__file__).parent / "fixtures" / "fusion_specs.py")
     with CandidateProcess(preset("torch-compile-program", timeout=300)) as candidate:

@@ -8,12 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from checks import random_tensor
-from checks.dsl import DrawContext
-from checks.engine import trace_program
-from checks.program import Program, as_json, complete_states, reference_observations
-from checks.runtime.values import decode_array, encode_array
-from checks.spec import Spec
+from alignbot.checks import random_tensor
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import trace_program
+from alignbot.checks.program import Program, as_json, complete_states, reference_observations
+from alignbot.checks.runtime.values import decode_array, encode_array
+from alignbot.checks.spec import Spec
 
 
 def norm_then_linear(torch: Any) -> Any:

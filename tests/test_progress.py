@@ -6,7 +6,7 @@ import io
 import itertools
 import warnings
 
-from checks.progress import BAR, OFF, PLAIN, Progress, duration
+from alignbot.checks.progress import BAR, OFF, PLAIN, Progress, duration
 
 
 class Clock:

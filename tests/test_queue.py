@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, update
 
-from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.storage import JOBS, FairLock, make_engine, transaction, utcnow
+from alignbot.bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from alignbot.bot.storage import JOBS, FairLock, make_engine, transaction, utcnow
 
 
 def request(key: str = "o/r#1", supersede: bool = False, **payload: object) -> JobRequest:

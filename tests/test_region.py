@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from checks.cli import main
-from checks.engine import check, draw_programs
-from checks.runtime.region import replay_program
-from checks.runtime.replay import Hooks
-from checks.spec import Spec
-from checks.spec_loading import load_file
+from alignbot.checks.cli import main
+from alignbot.checks.engine import check, draw_programs
+from alignbot.checks.runtime.region import replay_program
+from alignbot.checks.runtime.replay import Hooks
+from alignbot.checks.spec import Spec
+from alignbot.checks.spec_loading import load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -75,7 +75,7 @@ def test_an_in_place_program_runs_call_by_call_and_says_why() -> None:
 def test_a_region_gives_the_call_by_call_observations_and_gradients() -> None:
     import torch
 
-    from checks.program import reference_observations
+    from alignbot.checks.program import reference_observations
 
     program = _first_program(_fusion_specs()[0])
     regions: list[Any] = []
@@ -93,7 +93,7 @@ def test_a_region_gives_the_call_by_call_observations_and_gradients() -> None:
 def test_a_region_that_raises_runs_call_by_call_and_names_the_error() -> None:
     import torch
 
-    from checks.program import reference_observations
+    from alignbot.checks.program import reference_observations
 
     def refuse(forward: Any) -> Any:
         def run(tensors: Any) -> Any:
@@ -114,8 +114,8 @@ def test_a_compiler_that_compiles_nothing_is_a_finding_not_a_pass(tmp_path: Path
     """Each region raises and the calls, run one by one, agree: the compiler's failure is a
     finding of its own, counted in the report, its Markdown and the check run, with a repro
     that shows it; the exit status is 1."""
-    from bot.engine_report import parse_report
-    from bot.output import CheckContext, check_output
+    from alignbot.bot.engine_report import parse_report
+    from alignbot.bot.output import CheckContext, check_output
 
     path, markdown = tmp_path / "report.json", tmp_path / "report.md"
     code = main(["check", "--prelude", (FIXTURES / "never_compiles_prelude.py").read_text(),
@@ -168,8 +168,8 @@ def test_gradients_a_later_backward_changes_run_call_by_call_and_match_the_refer
     call and gives the reference's gradients after each."""
     import torch
 
-    from checks import random_tensor
-    from checks.program import reference_observations
+    from alignbot.checks import random_tensor
+    from alignbot.checks.program import reference_observations
 
     def spec(torch: Any) -> Any:
         x = random_tensor(shape=(3,))

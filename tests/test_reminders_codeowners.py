@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bot.reminders import owners_of, parse_codeowners
+from alignbot.bot.reminders import owners_of, parse_codeowners
 
 
 def test_codeowners_rules_last_match_wins() -> None:

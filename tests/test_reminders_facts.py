@@ -6,8 +6,8 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from bot.reminders import PullFacts, waiting_on
-from bot.storage import ReminderKind
+from alignbot.bot.reminders import PullFacts, waiting_on
+from alignbot.bot.storage import ReminderKind
 
 
 def _facts(**changes: Any) -> PullFacts:

@@ -25,13 +25,13 @@ from reminders_world import (
 )
 from sqlalchemy import Engine, insert
 
-from bot.jobs import ALIGN, REMINDER_SWEEP
-from bot.periodic import Periodic
-from bot.queue import JobRequest, JobState, SqlJobQueue
-from bot.reminders import SweepHooks, enqueue_due, sweep_request
-from bot.storage import INSTALLATIONS, make_engine, transaction
-from bot.testing.github import GitHubServer
-from bot.worker import Worker
+from alignbot.bot.jobs import ALIGN, REMINDER_SWEEP
+from alignbot.bot.periodic import Periodic
+from alignbot.bot.queue import JobRequest, JobState, SqlJobQueue
+from alignbot.bot.reminders import SweepHooks, enqueue_due, sweep_request
+from alignbot.bot.storage import INSTALLATIONS, make_engine, transaction
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.bot.worker import Worker
 
 world = pytest.fixture(catalogued_world, name="world")
 
@@ -195,7 +195,7 @@ def test_the_pass_on_a_timer_and_a_running_worker_sweep(world: World) -> None:
 def test_remind_sweep_command_runs_one_pass(github_server: GitHubServer, tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.cli import main
+    from alignbot.bot.cli import main
 
     url = f"sqlite:///{tmp_path / 'cli.db'}"
     w = new_world(github_server, make_engine(url))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from bot.reminders import Schedule
+from alignbot.bot.reminders import Schedule
 
 
 def test_schedule_slots_follow_the_configured_weekday_hour_and_zone() -> None:

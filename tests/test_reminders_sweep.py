@@ -22,10 +22,10 @@ from reminders_world import (
 )
 from sqlalchemy import select
 
-from bot.queue import SqlJobQueue
-from bot.reminders import Skip, SweepHooks, find_markers
-from bot.storage import SWEEPS, ReminderKind, make_engine, transaction
-from bot.testing.github import GitHubServer, Reply, Route
+from alignbot.bot.queue import SqlJobQueue
+from alignbot.bot.reminders import Skip, SweepHooks, find_markers
+from alignbot.bot.storage import SWEEPS, ReminderKind, make_engine, transaction
+from alignbot.bot.testing.github import GitHubServer, Reply, Route
 
 world = pytest.fixture(catalogued_world, name="world")
 

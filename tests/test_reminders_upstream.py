@@ -19,12 +19,12 @@ from reminders_world import (
 )
 from sqlalchemy import Engine, insert, select
 
-from bot.commands import CommandJob
-from bot.lease import Lease
-from bot.queue import JobRecord, JobState, SqlJobQueue
-from bot.reminders.job import digest_lease_name
-from bot.storage import UPSTREAM, make_engine, transaction
-from bot.testing.github import GitHubServer, Issue
+from alignbot.bot.commands import CommandJob
+from alignbot.bot.lease import Lease
+from alignbot.bot.queue import JobRecord, JobState, SqlJobQueue
+from alignbot.bot.reminders.job import digest_lease_name
+from alignbot.bot.storage import UPSTREAM, make_engine, transaction
+from alignbot.bot.testing.github import GitHubServer, Issue
 
 
 def _upstream_item(engine: Engine, url: str, repo: str, number: int, kind: str,

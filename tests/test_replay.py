@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from checks import CandidateConfig, CandidateProcess
-from checks import repro as repros
-from checks.engine import check, draw_programs
-from checks.findings import Finding, Kind
-from checks.library import training
-from checks.runtime.replay import Hooks, computes, replay, seed
-from checks.spec import Spec
+from alignbot.checks import CandidateConfig, CandidateProcess
+from alignbot.checks import repro as repros
+from alignbot.checks.engine import check, draw_programs
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.library import training
+from alignbot.checks.runtime.replay import Hooks, computes, replay, seed
+from alignbot.checks.spec import Spec
 
 FIXTURES = Path(__file__).parent / "fixtures"
 # A compiler-like wrapper that accepts tensor computations only: whatever gives no tensor

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from checks.report import dumps
+from alignbot.checks.report import dumps
 
 STORED = Path(__file__).parent / "fixtures" / "planted_report_seed7.json"
 

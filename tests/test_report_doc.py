@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from checks.report_doc import UPDATE, keys, tables, with_tables
+from alignbot.checks.report_doc import UPDATE, keys, tables, with_tables
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "report-format.md"

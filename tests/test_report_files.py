@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from checks.report_files import OutputError, check_output, summary, write_reports
-from checks.report_types import Report
+from alignbot.checks.report_files import OutputError, check_output, summary, write_reports
+from alignbot.checks.report_types import Report
 
 REPORT: Report = {"report_version": 1, "reference": "2.13.0", "candidate": "torch", "seed": 0,
                   "specs_run": 0, "specs": [], "programs_run": 0, "complete": True,

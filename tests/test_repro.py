@@ -19,11 +19,11 @@ from typing import Any
 
 import pytest
 
-from checks import repro as repros
-from checks.candidate import CandidateConfig
-from checks.cli import main
-from checks.findings import Finding, Kind
-from checks.presets import OWN_INTERPRETER, PRESETS
+from alignbot.checks import repro as repros
+from alignbot.checks.candidate import CandidateConfig
+from alignbot.checks.cli import main
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.presets import OWN_INTERPRETER, PRESETS
 
 FIXTURES = Path(__file__).parent / "fixtures"
 ROOT = Path(__file__).parent.parent

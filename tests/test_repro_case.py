@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checks.repro_case import CASE_LINES, SCRIPT_CHARS, case_source
+from alignbot.checks.repro_case import CASE_LINES, SCRIPT_CHARS, case_source
 
 SCRIPT = '''"""alignbot repro"""
 import torch

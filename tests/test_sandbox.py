@@ -23,9 +23,9 @@ from typing import Any
 import pytest
 from sandbox_repo import bwrap_problem, needs_bwrap
 
-from bot import sandbox
-from bot.config import RepoConfig, load_config
-from bot.sandbox import (
+from alignbot.bot import sandbox
+from alignbot.bot.config import RepoConfig, load_config
+from alignbot.bot.sandbox import (
     GIB,
     MIB,
     Containment,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.sandbox import confine
+from alignbot.bot.sandbox import confine
 
 pytestmark = pytest.mark.skipif(confine.seccomp_program(confine.SyscallPolicy()) is None,
                                 reason=f"no syscall table for {platform.machine()}")

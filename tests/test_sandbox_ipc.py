@@ -34,9 +34,9 @@ from sandbox_repo import (
     run_hostile,
 )
 
-from bot import sandbox
-from bot.config import load_config
-from bot.sandbox import GIB, Containment, SandboxLimits, run_check, view
+from alignbot.bot import sandbox
+from alignbot.bot.config import load_config
+from alignbot.bot.sandbox import GIB, Containment, SandboxLimits, run_check, view
 
 LIMITS = SandboxLimits(cpu_seconds=120, memory_bytes=2 * GIB, processes=64, wall_seconds=180)
 LIBC = ctypes.CDLL(None, use_errno=True)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sandbox_repo import needs_bwrap, needs_root, run_hostile
 
-from bot.sandbox import MIB, Containment, SandboxLimits, _start_time, cgroup
+from alignbot.bot.sandbox import MIB, Containment, SandboxLimits, _start_time, cgroup
 
 pytestmark = [needs_root, needs_bwrap]
 

@@ -9,7 +9,7 @@ import socket
 import time
 from pathlib import Path
 
-from bot.sandbox import view
+from alignbot.bot.sandbox import view
 
 
 def _mounts(argv: list[str]) -> list[tuple[str, str]]:

@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 from sandbox_repo import needs_bwrap, run_hostile
 
-from bot import sandbox
-from bot.sandbox import SandboxLimits, workspace
+from alignbot.bot import sandbox
+from alignbot.bot.sandbox import SandboxLimits, workspace
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox needs Linux")
 
@@ -87,8 +87,8 @@ def test_remove_stale_removes_what_a_dead_service_left_and_nothing_else(
 
 
 def test_the_engine_runs_one_worker_unless_the_check_asks_for_more(tmp_path: Path) -> None:
-    from bot.config import load_config
-    from bot.sandbox.plan import Containment
+    from alignbot.bot.config import load_config
+    from alignbot.bot.sandbox.plan import Containment
 
     config = load_config("candidate:\n  preset: torch\n")
     ws = workspace._Workspace(tmp_path, Containment())

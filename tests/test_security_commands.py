@@ -20,9 +20,9 @@ import httpx
 import pytest
 from service import NUMBER, OWNER, REPO, SECRET, Service, open_pull
 
-from bot.demo import INSTALLATION, _files, wait_for
-from bot.output import MARKER
-from bot.testing.github import Issue
+from alignbot.bot.demo import INSTALLATION, _files, wait_for
+from alignbot.bot.output import MARKER
+from alignbot.bot.testing.github import Issue
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -62,8 +62,8 @@ def bot_comments(github: Any) -> list[Any]:
 
 
 def align_jobs(service: Service) -> int:
-    from bot.queue import SqlJobQueue
-    from bot.storage import make_engine
+    from alignbot.bot.queue import SqlJobQueue
+    from alignbot.bot.storage import make_engine
 
     engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
     try:
@@ -272,8 +272,8 @@ class Outsider:
 
 
 def jobs_idle(service: Service) -> bool:
-    from bot.queue import JobState, SqlJobQueue
-    from bot.storage import make_engine
+    from alignbot.bot.queue import JobState, SqlJobQueue
+    from alignbot.bot.storage import make_engine
 
     engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
     try:
@@ -444,7 +444,7 @@ def rival_writes(github: Any) -> list[str]:
 def service_rows(service: Service, table: Any) -> list[dict[str, Any]]:
     from sqlalchemy import select
 
-    from bot.storage import make_engine, transaction
+    from alignbot.bot.storage import make_engine, transaction
 
     engine = make_engine(f"sqlite:///{service.folder / 'alignbot.db'}")
     try:
@@ -457,7 +457,7 @@ def service_rows(service: Service, table: Any) -> list[dict[str, Any]]:
 @pytest.mark.slow
 def test_track_of_an_item_another_tenant_tracks_shows_nothing_of_theirs(
         github_server: Any, service: Service) -> None:
-    from bot.storage import UPSTREAM
+    from alignbot.bot.storage import UPSTREAM
 
     github = github_server
     two_tenants(github, service, f"{OWNER}/tracker")
@@ -487,14 +487,14 @@ def moved_tracker(github: Any) -> None:
 ])
 def test_the_weekly_digest_is_written_only_into_the_installations_own_repository(
         github_server: Any, service: Service, tracking: str, written: str | None) -> None:
-    from bot.storage import SWEEPS
+    from alignbot.bot.storage import SWEEPS
 
     github = github_server
     two_tenants(github, service, tracking)
     moved_tracker(github)
     say(github, service, OWNER, REPO, NUMBER, f"/track {UPSTREAM_ISSUE}", MAINTAINER)
     say(github, service, RIVAL, "secret", 3, f"/track {UPSTREAM_ISSUE}", RIVAL_MAINTAINER)
-    sweep = subprocess.run([sys.executable, "-m", "bot.cli", "remind-sweep", "--force"],
+    sweep = subprocess.run([sys.executable, "-m", "alignbot.bot.cli", "remind-sweep", "--force"],
                            env=service.env, capture_output=True, text=True, timeout=300)
     assert sweep.returncode == 0, sweep.stderr[-3000:]
     assert "Traceback" not in sweep.stderr, sweep.stderr[-3000:]
@@ -526,8 +526,8 @@ def test_upstream_file_opens_issues_only_in_the_installations_own_repository(
         said: str) -> None:
     from test_commands import REFERENCE_SUSPECT, REPORT
 
-    from bot.queue import JobState
-    from bot.storage import JOBS, make_engine, transaction, utcnow
+    from alignbot.bot.queue import JobState
+    from alignbot.bot.storage import JOBS, make_engine, transaction, utcnow
 
     github = github_server
     two_tenants(github, service, tracking)

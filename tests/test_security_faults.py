@@ -13,12 +13,12 @@ import pytest
 from service import NUMBER, OWNER, REPO, Service, completed
 from service import open_pull as service_open_pull
 
-from bot import alignment
-from bot.demo import INSTALLATION, _files, _patch, _sha, seed, wait_for
-from bot.queue import JobRecord, JobState, SqlJobQueue
-from bot.stack import quick_check_config
-from bot.storage import make_engine
-from bot.testing.github import Link
+from alignbot.bot import alignment
+from alignbot.bot.demo import INSTALLATION, _files, _patch, _sha, seed, wait_for
+from alignbot.bot.queue import JobRecord, JobState, SqlJobQueue
+from alignbot.bot.stack import quick_check_config
+from alignbot.bot.storage import make_engine
+from alignbot.bot.testing.github import Link
 
 ROOT = Path(__file__).resolve().parent.parent
 

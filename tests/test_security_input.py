@@ -22,7 +22,7 @@ from service import NUMBER, OWNER, REPO, SECRET, Service
 from test_output import note_problems
 from test_security_faults import align_jobs, assert_no_traceback, finished
 
-from bot.demo import _files, _patch, _sha, seed, wait_for
+from alignbot.bot.demo import _files, _patch, _sha, seed, wait_for
 
 ROOT = Path(__file__).resolve().parent.parent
 MIB = 1024 * 1024

@@ -13,9 +13,9 @@ from service import NUMBER, OWNER, REPO, Service, completed, open_pull
 from test_output import markdown_problems, prose_lines, without_code_spans
 from test_security_faults import assert_no_traceback
 
-from bot.alignment import CONFIG_PATH
-from bot.demo import _files, wait_for
-from bot.output import MARKER
+from alignbot.bot.alignment import CONFIG_PATH
+from alignbot.bot.demo import _files, wait_for
+from alignbot.bot.output import MARKER
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -39,7 +39,7 @@ draws: 1
 # hook that replaces the report (`--json PATH` on the engine's command line) once written.
 SPEC = '''\
 import atexit, json, sys
-from checks import autotest, random_tensor
+from alignbot.checks import autotest, random_tensor
 
 FORGED = json.loads({forged!r})
 PATH = sys.argv[sys.argv.index("--json") + 1]
@@ -167,7 +167,7 @@ def test_forged_report_posts_nothing_live_and_completes_the_check(
 # The spec writes the report as text: a report nested this deep cannot go through json.dumps.
 DEEP_SPEC = '''\
 import atexit, sys
-from checks import autotest, random_tensor
+from alignbot.checks import autotest, random_tensor
 
 PATH = sys.argv[sys.argv.index("--json") + 1]
 TEXT = {report!r}.replace('"DEEP"', "[" * {depth} + "]" * {depth})

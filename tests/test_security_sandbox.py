@@ -21,9 +21,9 @@ import pytest
 from sandbox_repo import needs_bwrap
 from service import OWNER, REPO, SECRET, Service, completed, open_pull
 
-from bot.demo import free_port, wait_for
-from bot.sandbox import cgroup
-from bot.testing.github import Link
+from alignbot.bot.demo import free_port, wait_for
+from alignbot.bot.sandbox import cgroup
+from alignbot.bot.testing.github import Link
 
 TIMEOUT = 240
 FILES = Path(__file__).parent / "fixtures" / "hostile" / "walk"

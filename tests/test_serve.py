@@ -15,8 +15,8 @@ import httpx
 import pytest
 from service import NUMBER, OWNER, REPO, SECRET, Service, completed, open_pull
 
-from bot.demo import _files, _patch, _sha, deliver, seed, wait_for
-from bot.stack import quick_check_config
+from alignbot.bot.demo import _files, _patch, _sha, deliver, seed, wait_for
+from alignbot.bot.stack import quick_check_config
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,7 +130,7 @@ def test_a_job_past_the_job_timeout_is_stopped_and_its_check_run_says_so(
 def test_a_split_role_on_sqlite_is_one_line_and_exit_2(
         argv: list[str], github_server: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from bot.cli import main
+    from alignbot.bot.cli import main
 
     for name, value in Service(github_server, tmp_path).env.items():
         if name.startswith("ALIGNBOT_"):

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.github import api_options
-from bot.settings import Settings, SettingsError, load_settings
+from alignbot.bot.github import api_options
+from alignbot.bot.settings import Settings, SettingsError, load_settings
 
 PEM = "-----BEGIN RSA PRIVATE KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1Pt8Qu\n-----END RSA PRIVATE KEY-----\n"  # noqa: E501
 VALID = {

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bot.settings import Settings, env_name
-from bot.settings_doc import BEGIN, END, UPDATE, main, table, with_table
+from alignbot.bot.settings import Settings, env_name
+from alignbot.bot.settings_doc import BEGIN, END, UPDATE, main, table, with_table
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "operations.md"

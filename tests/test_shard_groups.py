@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import threading
 
-from bot.jobs import ALIGN, ALIGN_SHARD
-from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.shard_groups import ShardGroups
-from bot.storage import GroupEnd
+from alignbot.bot.jobs import ALIGN, ALIGN_SHARD
+from alignbot.bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from alignbot.bot.shard_groups import ShardGroups
+from alignbot.bot.storage import GroupEnd
 
 KEY = "o/r#1"
 

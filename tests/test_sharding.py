@@ -15,20 +15,20 @@ from service import INSTALLATION, OWNER, SECRET, Service
 from sqlalchemy import Engine, insert, update
 from test_stack import _checks_done, _worker_pid
 
-from bot.alignment import AlignmentJob
-from bot.commands import latest_report
-from bot.demo import _files, _patch, _sha, wait_for
-from bot.engine_report import empty_report
-from bot.github import ApiOptions, GitHubApp
-from bot.jobs import ALIGN, ALIGN_SHARD
-from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.sandbox import SandboxResult
-from bot.seeds import pull_request_seed
-from bot.shard_groups import ShardGroups
-from bot.sharding import Sharding, ShardJob
-from bot.stack import Stack, github_test_env, quick_check_config
-from bot.storage import INSTALLATIONS, JOBS, GroupEnd, make_engine, migrate, transaction
-from bot.worker import Worker
+from alignbot.bot.alignment import AlignmentJob
+from alignbot.bot.commands import latest_report
+from alignbot.bot.demo import _files, _patch, _sha, wait_for
+from alignbot.bot.engine_report import empty_report
+from alignbot.bot.github import ApiOptions, GitHubApp
+from alignbot.bot.jobs import ALIGN, ALIGN_SHARD
+from alignbot.bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from alignbot.bot.sandbox import SandboxResult
+from alignbot.bot.seeds import pull_request_seed
+from alignbot.bot.shard_groups import ShardGroups
+from alignbot.bot.sharding import Sharding, ShardJob
+from alignbot.bot.stack import Stack, github_test_env, quick_check_config
+from alignbot.bot.storage import INSTALLATIONS, JOBS, GroupEnd, make_engine, migrate, transaction
+from alignbot.bot.worker import Worker
 
 ROOT = Path(__file__).resolve().parent.parent
 BASE = _files(ROOT / "examples" / "fastops")

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from checks import shards
-from checks.cli import main
+from alignbot.checks import shards
+from alignbot.checks.cli import main
 
 SPECS = '''
-from checks import autotest, random_tensor
+from alignbot.checks import autotest, random_tensor
 
 
 @autotest(n=4, ops=["torch.nn.functional.softplus"])

@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from checks import CandidateConfig, CandidateProcess, random_tensor
-from checks.dsl import DrawContext
-from checks.engine import trace_program
-from checks.findings import Finding, Kind
-from checks.oracle import Oracle, ShrinkBudget
-from checks.shrink import Shrinker
-from checks.spec import Spec
+from alignbot.checks import CandidateConfig, CandidateProcess, random_tensor
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import trace_program
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.oracle import Oracle, ShrinkBudget
+from alignbot.checks.shrink import Shrinker
+from alignbot.checks.spec import Spec
 
 # cos raises on at most 2 elements (another bug) and is wrong from 5 elements on
 PRELUDE = (Path(__file__).parent / "fixtures" / "shrink_prelude.py").read_text()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checks.signatures import describe_key, is_forward, mask, node_of
+from alignbot.checks.signatures import describe_key, is_forward, mask, node_of
 
 
 def test_masking_keeps_the_words_and_drops_the_values() -> None:

@@ -9,15 +9,15 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks import CandidateConfig, CandidateProcess, random_tensor
-from checks.dsl import DrawContext
-from checks.engine import trace_program
-from checks.findings import Finding
-from checks.oracle import Oracle, ShrinkBudget
-from checks.program import InputNode, Program
-from checks.runtime.values import decode_array, make_array
-from checks.simplify import Simplifier
-from checks.spec import Spec
+from alignbot.checks import CandidateConfig, CandidateProcess, random_tensor
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import trace_program
+from alignbot.checks.findings import Finding
+from alignbot.checks.oracle import Oracle, ShrinkBudget
+from alignbot.checks.program import InputNode, Program
+from alignbot.checks.runtime.values import decode_array, make_array
+from alignbot.checks.simplify import Simplifier
+from alignbot.checks.spec import Spec
 
 PRELUDE = '''import torch
 F = torch.nn.functional

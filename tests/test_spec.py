@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from checks.spec_loading import SpecSource, library_specs, load_file
+from alignbot.checks.spec_loading import SpecSource, library_specs, load_file
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from checks.spec_loading import SpecFileError, SpecSource, library_specs, load_file
+from alignbot.checks.spec_loading import SpecFileError, SpecSource, library_specs, load_file
 
 SPECS = '''from typing import Any
 
-from checks import autotest, random_tensor
+from alignbot.checks import autotest, random_tensor
 
 
 @autotest(n={n})
@@ -74,7 +74,8 @@ def test_a_directory_is_no_spec_file_and_said_to_be_one(tmp_path: Path) -> None:
 def test_the_library_holds_the_library_specs_only(tmp_path: Path) -> None:
     load_file(spec_file(tmp_path, "loading_mine", "exp"))
     library = library_specs()
-    assert library and all(spec.fn.__module__.startswith("checks.library.") for spec in library)
+    assert library and all(spec.fn.__module__.startswith("alignbot.checks.library.")
+                           for spec in library)
     with_files = SpecSource(files=(spec_file(tmp_path, "loading_extra", "exp"),)).load()
     assert {spec.name for spec in with_files} == {spec.name for spec in library} | {
         "loading_extra.exp"}

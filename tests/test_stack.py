@@ -21,10 +21,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from service import OWNER, SECRET
 from sqlalchemy import Engine
 
-from bot.demo import INSTALLATION, wait_for
-from bot.jobs import ALIGN
-from bot.queue import JobState, SqlJobQueue
-from bot.stack import (
+from alignbot.bot.demo import INSTALLATION, wait_for
+from alignbot.bot.jobs import ALIGN
+from alignbot.bot.queue import JobState, SqlJobQueue
+from alignbot.bot.stack import (
     WEB_ARGS,
     WORKER_ARGS,
     Stack,
@@ -32,7 +32,7 @@ from bot.stack import (
     quick_check_config,
     seed_pull_requests,
 )
-from bot.storage import make_engine
+from alignbot.bot.storage import make_engine
 
 ROOT = Path(__file__).resolve().parent.parent
 REPOS, PULLS = 5, 3
@@ -119,7 +119,7 @@ def test_three_workers_one_killed_post_each_check_once(github_server: Any, postg
 
 
 def test_compose_runs_the_same_topology() -> None:
-    """compose.yaml (for Docker) and bot.stack (without) start the same processes: the web
+    """compose.yaml (for Docker) and alignbot.bot.stack (without) start the same processes: the web
     role checked on /healthz, workers scaled, PostgreSQL checked with pg_isready."""
     compose = yaml.safe_load((ROOT / "compose.yaml").read_text())
     services = compose["services"]
@@ -143,7 +143,7 @@ def test_compose_runs_the_same_topology() -> None:
 def test_the_stack_command_refuses_sqlite_in_one_line(github_server: Any,
                                                       tmp_path: Path) -> None:
     env = github_test_env(github_server, f"sqlite:///{tmp_path / 'alignbot.db'}")
-    done = subprocess.run([sys.executable, "-m", "bot.stack", "--workers", "2"], env=env,
+    done = subprocess.run([sys.executable, "-m", "alignbot.bot.stack", "--workers", "2"], env=env,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "alignbot worker shares the job queue with other processes, which needs " \
@@ -155,9 +155,9 @@ def test_the_stack_command_refuses_sqlite_in_one_line(github_server: Any,
 @pytest.mark.services
 def test_the_stack_command_runs_until_sigterm(github_server: Any, postgres_url: str,
                                               tmp_path: Path) -> None:
-    """``python -m bot.stack`` (what scripts/stack.sh runs): it says where the web listens,
+    """``python -m alignbot.bot.stack`` (what scripts/stack.sh runs): it says where the web listens,
     answers there, and stops every process on SIGTERM."""
-    proc = subprocess.Popen([sys.executable, "-m", "bot.stack", "--workers", "2", "--logs",
+    proc = subprocess.Popen([sys.executable, "-m", "alignbot.bot.stack", "--workers", "2", "--logs",
                              str(tmp_path)], env=github_test_env(github_server, postgres_url),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:

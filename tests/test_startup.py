@@ -18,9 +18,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 from sqlalchemy import create_engine, make_url, text
 
-from bot.demo import free_port
-from bot.settings import Settings, load_settings
-from bot.startup import (
+from alignbot.bot.demo import free_port
+from alignbot.bot.settings import Settings, load_settings
+from alignbot.bot.startup import (
     StartupError,
     check_app,
     check_key,
@@ -47,7 +47,7 @@ def closed_postgres() -> str:
 
 def start(argv: list[str], env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items() if not k.startswith("ALIGNBOT_")}
-    return subprocess.run([sys.executable, "-m", "bot.cli", *argv], env={**clean, **env},
+    return subprocess.run([sys.executable, "-m", "alignbot.bot.cli", *argv], env={**clean, **env},
                           cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
@@ -68,7 +68,7 @@ def test_an_unreachable_postgresql_is_tried_again_then_one_line(
         github_server: Any, caplog: pytest.LogCaptureFixture) -> None:
     settings = settings_for(github_server, ALIGNBOT_DATABASE_URL=closed_postgres(),
                             ALIGNBOT_DATABASE_WAIT_SECONDS="1.2")
-    with caplog.at_level(logging.WARNING, "bot.startup"), \
+    with caplog.at_level(logging.WARNING, "alignbot.bot.startup"), \
             pytest.raises(StartupError) as caught:
         wait_for_database(settings, retry_every=0.4)
     message = str(caught.value)
@@ -165,7 +165,7 @@ def test_pem_armour_around_garbage_cannot_sign(github_server: Any, tmp_path: Pat
 def test_the_apps_own_key_and_id_pass(github_server: Any,
                                       caplog: pytest.LogCaptureFixture) -> None:
     settings = settings_for(github_server)
-    with caplog.at_level(logging.INFO, "bot.startup"):
+    with caplog.at_level(logging.INFO, "alignbot.bot.startup"):
         check_app(settings, check_key(settings))
     assert f"GitHub knows App {github_server.app_id}" in caplog.text
     assert ("GET", "/app", 200) in github_server.requests
@@ -192,7 +192,7 @@ def test_github_away_at_start_is_a_warning_only(outage: str, github_server: Any,
     if outage == "503":
         github_server.outage("^/app$", seconds=60, status=503)
     settings = settings_for(github_server, ALIGNBOT_GITHUB_API_URL=url)
-    with caplog.at_level(logging.WARNING, "bot.startup"):
+    with caplog.at_level(logging.WARNING, "alignbot.bot.startup"):
         check_app(settings, check_key(settings), timeout=3)
     (record,) = caplog.records
     assert record.levelno == logging.WARNING and "\n" not in record.getMessage()
@@ -263,6 +263,6 @@ def test_serve_starts_when_github_cannot_be_reached(make_service: Any) -> None:
     # an outage at GitHub must not keep the service down: one warning line, then /healthz
     service = make_service(ALIGNBOT_GITHUB_API_URL=f"http://127.0.0.1:{free_port()}")
     warned = [line for line in service.log_text().splitlines()
-              if "bot.startup" in line and " INFO " not in line]
+              if "alignbot.bot.startup" in line and " INFO " not in line]
     assert len(warned) == 1 and "WARNING" in warned[0], warned
     assert "could not be reached to check the App id and key" in warned[0]

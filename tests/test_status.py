@@ -26,25 +26,25 @@ from browser import screenshot
 from sqlalchemy import Engine, insert
 from starlette.responses import Response
 
-from bot.alignment import AlignmentJob
-from bot.app import create_app
-from bot.demo import _files, _sha, free_port, wait_for
-from bot.engine_report import parse_report
-from bot.github import ApiOptions, GitHubApp
-from bot.jobs import ALIGN, STATUS, align_job
-from bot.queue import SqlJobQueue
-from bot.sandbox import SandboxResult
-from bot.serve import status_pages, webhook_router
-from bot.settings import load_settings
-from bot.status import StatusJob, record_run, results_at
-from bot.status.oauth import SESSION_COOKIE, STATE_COOKIE, Sessions
-from bot.status.push import on_push
-from bot.storage import UPSTREAM, make_engine, migrate, utcnow
-from bot.tenancy import Denial, Held, NotAllowed, Viewer, authorize_viewer
-from bot.testing.github import GitHubServer
-from bot.webhooks import Event
-from bot.worker import Worker
-from checks.known import KNOWN_PATH
+from alignbot.bot.alignment import AlignmentJob
+from alignbot.bot.app import create_app
+from alignbot.bot.demo import _files, _sha, free_port, wait_for
+from alignbot.bot.engine_report import parse_report
+from alignbot.bot.github import ApiOptions, GitHubApp
+from alignbot.bot.jobs import ALIGN, STATUS, align_job
+from alignbot.bot.queue import SqlJobQueue
+from alignbot.bot.sandbox import SandboxResult
+from alignbot.bot.serve import status_pages, webhook_router
+from alignbot.bot.settings import load_settings
+from alignbot.bot.status import StatusJob, record_run, results_at
+from alignbot.bot.status.oauth import SESSION_COOKIE, STATE_COOKIE, Sessions
+from alignbot.bot.status.push import on_push
+from alignbot.bot.storage import UPSTREAM, make_engine, migrate, utcnow
+from alignbot.bot.tenancy import Denial, Held, NotAllowed, Viewer, authorize_viewer
+from alignbot.bot.testing.github import GitHubServer
+from alignbot.bot.webhooks import Event
+from alignbot.bot.worker import Worker
+from alignbot.checks.known import KNOWN_PATH
 
 ROOT = Path(__file__).resolve().parent.parent
 SECRET = "status webhook secret"

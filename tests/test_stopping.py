@@ -8,7 +8,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from checks.stopping import STOP_SIGNALS, Stopped, exit_status, stop_on_signals, worker_signals
+from alignbot.checks.stopping import (
+    STOP_SIGNALS,
+    Stopped,
+    exit_status,
+    stop_on_signals,
+    worker_signals,
+)
 
 
 @pytest.fixture()

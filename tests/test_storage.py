@@ -31,11 +31,11 @@ from sqlalchemy import (
     text,
 )
 
-import bot
-from bot.commands import register_upstream, upstream_item
-from bot.queue import JobRequest, JobState, SqlJobQueue
-from bot.reminders import Store
-from bot.storage import (
+import alignbot.bot
+from alignbot.bot.commands import register_upstream, upstream_item
+from alignbot.bot.queue import JobRequest, JobState, SqlJobQueue
+from alignbot.bot.reminders import Store
+from alignbot.bot.storage import (
     CALLS,
     DELIVERIES,
     FILINGS,
@@ -59,9 +59,9 @@ from bot.storage import (
     transaction,
     upsert,
 )
-from bot.storage.migrate import MIGRATIONS
-from bot.storage.migrations.versions.v0001_initial import schema as initial_schema
-from bot.trust import record_ok
+from alignbot.bot.storage.migrate import MIGRATIONS
+from alignbot.bot.storage.migrations.versions.v0001_initial import schema as initial_schema
+from alignbot.bot.trust import record_ok
 
 FIXTURES = Path(__file__).parent / "fixtures"
 T0 = datetime(2025, 6, 2, 9, 0, tzinfo=UTC)
@@ -191,15 +191,15 @@ def schema_differences(engine: Engine) -> list[Any]:
 
 
 def test_every_table_is_defined_once_in_the_storage_package() -> None:
-    for module in pkgutil.walk_packages(bot.__path__, "bot."):
+    for module in pkgutil.walk_packages(alignbot.bot.__path__, "alignbot.bot."):
         if ".migrations" not in module.name and not module.name.endswith(".__main__"):
             importlib.import_module(module.name)
     assert set(Base.metadata.tables) == TABLES | LATER_TABLES
     for mapper in Base.registry.mappers:
-        assert mapper.class_.__module__.startswith("bot.storage."), mapper.class_
+        assert mapper.class_.__module__.startswith("alignbot.bot.storage."), mapper.class_
     # no module holds a Table of its own (a second MetaData, a copy of a table)
     for name, module in list(sys.modules.items()):
-        if name == "bot" or name.startswith("bot."):
+        if name == "alignbot.bot" or name.startswith("alignbot.bot."):
             for value in vars(module).values():
                 if isinstance(value, Table):
                     assert Base.metadata.tables.get(value.name) is value, (name, value.name)

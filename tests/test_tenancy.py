@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from bot.tenancy import (
+from alignbot.bot.tenancy import (
     Access,
     Denial,
     Grant,

@@ -29,7 +29,7 @@ from testing_github import (
     token_for,
 )
 
-from bot.testing.github import GitHubServer
+from alignbot.bot.testing.github import GitHubServer
 
 
 def test_app_installations_and_tokens(server: GitHubServer, integration: GithubIntegration) -> None:

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from bot.testing.github.archives import Link, build_tarball
+from alignbot.bot.testing.github.archives import Link, build_tarball
 
 DATE = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)
 

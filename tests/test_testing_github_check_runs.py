@@ -15,7 +15,7 @@ from testing_github import (
     token_for,
 )
 
-from bot.testing.github import GitHubServer
+from alignbot.bot.testing.github import GitHubServer
 
 
 def make_annotations(count: int, start: int = 0) -> list[dict[str, Any]]:

@@ -16,7 +16,7 @@ from testing_github import (
     token_for,
 )
 
-from bot.testing.github import GitHubServer
+from alignbot.bot.testing.github import GitHubServer
 
 
 def test_server_errors_are_injected(server: GitHubServer, gh: Github) -> None:

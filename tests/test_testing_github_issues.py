@@ -11,7 +11,7 @@ from testing_github import (
     token_for,
 )
 
-from bot.testing.github import GitHubServer
+from alignbot.bot.testing.github import GitHubServer
 
 
 def test_comments_reactions_and_bot_login(server: GitHubServer, gh: Github) -> None:

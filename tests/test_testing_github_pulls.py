@@ -15,7 +15,7 @@ from testing_github import (
     file_text,
 )
 
-from bot.testing.github import GitHubServer
+from alignbot.bot.testing.github import GitHubServer
 
 
 def test_pull_request_fields(server: GitHubServer, gh: Github) -> None:

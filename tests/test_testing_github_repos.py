@@ -25,7 +25,7 @@ from testing_github import (
     token_for,
 )
 
-from bot.testing.github import GitHubServer, Link
+from alignbot.bot.testing.github import GitHubServer, Link
 
 
 def test_repository_and_contents(server: GitHubServer, gh: Github) -> None:

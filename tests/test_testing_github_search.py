@@ -15,7 +15,7 @@ from testing_github import (
     OWNER,
 )
 
-from bot.testing.github import GitHubServer
+from alignbot.bot.testing.github import GitHubServer
 
 
 def test_collaborator_permissions(server: GitHubServer, gh: Github) -> None:

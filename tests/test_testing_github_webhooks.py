@@ -22,7 +22,7 @@ from testing_github import (
     token_for,
 )
 
-from bot.testing.github import GitHubServer, OpenApiSubset, load_subset
+from alignbot.bot.testing.github import GitHubServer, OpenApiSubset, load_subset
 
 # Where the real example payloads differ from GitHub's own webhook schemas: (path, message start).
 KNOWN_DEVIATIONS: dict[str, set[tuple[str, str]]] = {

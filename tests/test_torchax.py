@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from interpreters import assert_minimized_repro_fails, candidate_python, run_check
 
-from checks.presets import PRESETS
+from alignbot.checks.presets import PRESETS
 
 PYTHON, needs_torchax = candidate_python("ALIGNBOT_TORCHAX_PYTHON", "torchax")
 pytestmark = [pytest.mark.torchax, needs_torchax]

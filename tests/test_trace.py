@@ -10,12 +10,12 @@ from typing import Any, cast
 
 import numpy as np
 
-from checks import random_tensor
-from checks.dsl import DrawContext
-from checks.engine import trace_program
-from checks.program import Program
-from checks.runtime.replay import Hooks, replay
-from checks.spec import Spec
+from alignbot.checks import random_tensor
+from alignbot.checks.dsl import DrawContext
+from alignbot.checks.engine import trace_program
+from alignbot.checks.program import Program
+from alignbot.checks.runtime.replay import Hooks, replay
+from alignbot.checks.spec import Spec
 
 
 def traced(fn: Any, backward: bool = True) -> tuple[dict[str, Any], dict[str, Any]]:

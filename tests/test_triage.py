@@ -13,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from checks.candidate import CandidateConfig
-from checks.findings import Finding, Kind
-from checks.oracle import finite_differences, numpy_observations, reference_observations
-from checks.repro import run_script
-from checks.triage import NOISE_ULPS, Verdict, rmse, third_names, to_float64, triage
+from alignbot.checks.candidate import CandidateConfig
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.oracle import finite_differences, numpy_observations, reference_observations
+from alignbot.checks.repro import run_script
+from alignbot.checks.triage import NOISE_ULPS, Verdict, rmse, third_names, to_float64, triage
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -208,7 +208,7 @@ def test_a_backward_bug_of_the_reference_is_caught_by_finite_differences(
         tmp_path: Path) -> None:
     path = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "checks.cli", "check", "--prelude",
+        [sys.executable, "-m", "alignbot.checks.cli", "check", "--prelude",
          (FIXTURES / "correct_tanh.py").read_text(), "--spec-file",
          str(FIXTURES / "planted_specs.py"), "--ops", "tanh_backward", "--json", str(path),
          "--no-progress"], env=_buggy_backward_env(), capture_output=True, text=True,
@@ -332,7 +332,7 @@ def test_finite_differences_of_the_formula_outvote_those_of_a_wrong_forward() ->
 def _documented_check(tmp_path: Path) -> dict[str, Any]:
     path = tmp_path / "report.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "checks.cli", "check", "--prelude",
+        [sys.executable, "-m", "alignbot.checks.cli", "check", "--prelude",
          (FIXTURES / "documented_prelude.py").read_text(), "--spec-file",
          str(FIXTURES / "documented_specs.py"), "--json", str(path), "--no-progress",
          "--jobs", "1"], capture_output=True, text=True, timeout=900)

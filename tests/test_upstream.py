@@ -9,8 +9,8 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from checks.findings import Finding, Kind
-from checks.upstream import (
+from alignbot.checks.findings import Finding, Kind
+from alignbot.checks.upstream import (
     URL_LIMIT,
     Alone,
     draft,

@@ -6,9 +6,9 @@ from pathlib import PurePosixPath
 
 import pytest
 
-from bot.config.model import CandidateSection
-from checks.cli import _interpreter
-from checks.vocab import relative_interpreter
+from alignbot.bot.config.model import CandidateSection
+from alignbot.checks.cli import _interpreter
+from alignbot.checks.vocab import relative_interpreter
 
 
 @pytest.mark.parametrize(("python", "relative"), [

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from checks import presets, repro
-from checks.candidate import CandidateProcess
-from checks.engine import check
-from checks.minimize import MinimizeOptions, minimize_all
-from checks.spec_loading import SpecSource
+from alignbot.checks import presets, repro
+from alignbot.checks.candidate import CandidateProcess
+from alignbot.checks.engine import check
+from alignbot.checks.minimize import MinimizeOptions, minimize_all
+from alignbot.checks.spec_loading import SpecSource
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SCRIPT = """import sys

@@ -20,11 +20,11 @@ from sqlalchemy import Engine, select
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from bot.app import create_app
-from bot.queue import JobRequest, JobState, SqlJobQueue
-from bot.settings import load_settings
-from bot.storage import Delivery, InstallationRow, make_engine, migrate
-from bot.webhooks import (
+from alignbot.bot.app import create_app
+from alignbot.bot.queue import JobRequest, JobState, SqlJobQueue
+from alignbot.bot.settings import load_settings
+from alignbot.bot.storage import Delivery, InstallationRow, make_engine, migrate
+from alignbot.bot.webhooks import (
     Event,
     PayloadError,
     SqlDeliveryStore,
@@ -510,8 +510,8 @@ ALIGN_ACTIONS = {"pull_request.opened", "pull_request.synchronize", "pull_reques
 @pytest.fixture(scope="module")
 def app_service(tmp_path_factory: pytest.TempPathFactory
                 ) -> Iterator[tuple[httpx.Client, Engine]]:
-    """The app with the real feature routers (bot.alignment), over real HTTP."""
-    from bot import alignment
+    """The app with the real feature routers (alignbot.bot.alignment), over real HTTP."""
+    from alignbot.bot import alignment
 
     engine = make_engine(f"sqlite:///{tmp_path_factory.mktemp('real') / 'bot.db'}")
     migrate(engine)
@@ -600,8 +600,8 @@ def test_signed_payloads_of_the_wrong_shape_are_answered_and_logged_in_one_line(
     """Every field of GitHub's example payloads, turned into each other JSON type, signed and
     accepted by the real feature routers: 2xx or 4xx, never a traceback; where a handler
     reads the field, exactly one warning naming the delivery and the field."""
-    from bot import alignment, commands
-    from bot.webhooks import SHAPES
+    from alignbot.bot import alignment, commands
+    from alignbot.bot.webhooks import SHAPES
 
     engine = make_engine(f"sqlite:///{tmp_path / 'bot.db'}", sqlite_synchronous="NORMAL")
     migrate(engine)

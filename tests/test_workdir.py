@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from service import Service
 
-from bot.workdir import LOCK, PREFIX, WorkFolder, sweep
+from alignbot.bot.workdir import LOCK, PREFIX, WorkFolder, sweep
 
-HOLD = ("import sys, time\nfrom pathlib import Path\nfrom bot.workdir import WorkFolder\n"
+HOLD = ("import sys, time\nfrom pathlib import Path\nfrom alignbot.bot.workdir import WorkFolder\n"
         "folder = WorkFolder.create(Path(sys.argv[1]))\n"
         "(folder.path / 'alignbot-pr-x').mkdir()\n"
         "print(folder.path, flush=True)\ntime.sleep(600)\n")

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from sqlalchemy import Engine, select, update
 
-from bot.errors import TransientError
-from bot.github import FileTooLarge, RateLimited
-from bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
-from bot.storage import JOBS, make_engine, migrate, transaction
-from bot.worker import (
+from alignbot.bot.errors import TransientError
+from alignbot.bot.github import FileTooLarge, RateLimited
+from alignbot.bot.queue import JobRecord, JobRequest, JobState, SqlJobQueue
+from alignbot.bot.storage import JOBS, make_engine, migrate, transaction
+from alignbot.bot.worker import (
     JobLost,
     JobSuperseded,
     JobTimedOut,
@@ -170,7 +170,7 @@ def test_past_the_horizon_the_job_gives_up_once(queue: SqlJobQueue,
     job_id = queue.enqueue(JobRequest("align", "o/r#1"))
     worker = Worker(queue, {"align": handler}, retry=policy)
     started = time.monotonic()
-    with caplog.at_level(logging.INFO, logger="bot.worker"):
+    with caplog.at_level(logging.INFO, logger="alignbot.bot.worker"):
         job = run_until(worker, queue, job_id, JobState.FAILED)
     assert 0.3 <= time.monotonic() - started < 5
     assert len(handler.calls) >= 3 and job.attempts == 1  # the crash guard is untouched
@@ -192,7 +192,7 @@ def test_a_rate_limit_reschedules_at_its_reset(engine: Engine, queue: SqlJobQueu
     policy = RetryPolicy(horizon=0, rate_limit_jitter=4)  # a rate limit is not a failure
     job_id = queue.enqueue(JobRequest("align", "o/r#1", {"sha": "abc"}))
     worker = Worker(queue, {"align": handler}, retry=policy)
-    with caplog.at_level(logging.INFO, logger="bot.worker"):
+    with caplog.at_level(logging.INFO, logger="alignbot.bot.worker"):
         assert worker.run_once()
     job = state(queue, job_id)
     assert (job.state, job.attempts, job.retries, job.first_failure_at) == (
@@ -213,7 +213,7 @@ def test_a_non_transient_failure_gives_up_at_once(queue: SqlJobQueue,
     handler = Recording(queue, ValueError("no ops to check"),
                         give_up_error=RuntimeError("GitHub is down too"))
     job_id = queue.enqueue(JobRequest("align", "o/r#1"))
-    with caplog.at_level(logging.INFO, logger="bot.worker"):
+    with caplog.at_level(logging.INFO, logger="alignbot.bot.worker"):
         assert Worker(queue, {"align": handler}, retry=FAST).run_once()
     job = state(queue, job_id)
     assert (job.state, job.error) == (JobState.FAILED, "ValueError: no ops to check")
@@ -230,7 +230,7 @@ def test_an_expected_error_is_logged_without_a_traceback(queue: SqlJobQueue,
                                                           ) -> None:
     job_id = queue.enqueue(JobRequest("align", "o/r#1"))
     handler = Recording(queue, FileTooLarge(".github/alignbot.yml", 2_000_000))
-    with caplog.at_level(logging.INFO, logger="bot.worker"):
+    with caplog.at_level(logging.INFO, logger="alignbot.bot.worker"):
         Worker(queue, {"align": handler}).run_once()
     assert state(queue, job_id).state is JobState.FAILED and len(handler.gave_up) == 1
     (line,) = caplog.records
@@ -305,7 +305,7 @@ def test_a_kind_at_its_limit_leaves_the_threads_to_other_kinds(queue: SqlJobQueu
 
 
 def test_the_retry_policy_comes_from_the_settings() -> None:
-    from bot.settings import Settings
+    from alignbot.bot.settings import Settings
 
     settings = Settings.model_construct(github_retry_horizon=90.0, github_retry_base=2.0,
                                         github_retry_cap=30.0)

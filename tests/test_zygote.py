@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from test_candidate import PROGRAM
 
-from checks import CandidateConfig, CandidateProcess, CandidateStartError
-from checks.zygote import imports_torch_first
+from alignbot.checks import CandidateConfig, CandidateProcess, CandidateStartError
+from alignbot.checks.zygote import imports_torch_first
 
 CRASHES = ("import ctypes, os, sys, torch\n"
            "def relu(x):\n"

@@ -20,7 +20,7 @@ import pytest
 from cryptography.hazmat.primitives.asymmetric import rsa
 from github import Auth, Github, GithubIntegration
 
-from bot.testing.github import Exchange, GitHubServer, OpenApiSubset, load_subset
+from alignbot.bot.testing.github import Exchange, GitHubServer, OpenApiSubset, load_subset
 
 OWNER, NAME, INSTALLATION = "octo-org", "ops-lib", 4242
 BASE, HEAD, HEAD2 = "b" * 40, "c" * 40, "d" * 40

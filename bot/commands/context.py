@@ -21,8 +21,8 @@ from github.PullRequest import PullRequest
 from github.Repository import Repository
 from sqlalchemy import Engine
 
-from checks.api import DEFAULT_TRACKER as DEFAULT_TRACKER  # where a config is unreadable
-from checks.api import environment
+from alignbot.checks.api import DEFAULT_TRACKER as DEFAULT_TRACKER  # where a config is unreadable
+from alignbot.checks.api import environment
 
 from ..config import RepoConfig, Trust
 from ..github import GitHubApp
@@ -117,7 +117,7 @@ class Request:
 
     @property
     def tenant(self) -> Tenant:
-        """Whom this command works for (``bot.tenancy``): every repository it names is
+        """Whom this command works for (``alignbot.bot.tenancy``): every repository it names is
         authorized against this."""
         return Tenant(int(self.payload["installation_id"]), self.repo_name)
 

@@ -22,7 +22,7 @@ from typing import Any
 from github import GithubException
 from sqlalchemy import Engine, update
 
-from checks.api import Trusted, environment
+from alignbot.checks.api import Trusted, environment
 
 from ..github import GitHubApp, transient_failures
 from ..output import COMMENT_LIMIT, fit

@@ -21,11 +21,12 @@ from pydantic import (
     model_validator,
 )
 
-from checks.api import DEFAULT_TRACKER, relative_interpreter
+from alignbot.checks.api import DEFAULT_TRACKER, relative_interpreter
 
 from .globs import PathGlob, SpecGlob, glob_match
 
-# Kept in step with checks.presets.PRESETS (a test checks it); not imported, so that loading a
+# Kept in step with alignbot.checks.presets.PRESETS (a test checks it); not imported, so that
+# loading a
 # configuration never imports the engine.
 Preset = Literal["torch", "torch-compile", "torch-compile-program", "torch-float64",
                  "torch-no-mkldnn", "paddle", "torchax", "openvino"]

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from checks.api import environment
+from alignbot.checks.api import environment
 
 from ..storage import ReminderKind, UpstreamState
 from .facts import Waiting, reminder_marker

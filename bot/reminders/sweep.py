@@ -111,7 +111,7 @@ class RepoSweep:
     guard: Guard
     report: SweepReport
     hooks: SweepHooks
-    directory: Directory  # bot.tenancy: what GitHub says of a repository before a write
+    directory: Directory  # alignbot.bot.tenancy: what GitHub says of a repository before a write
     digest_lock: DigestLock = no_lock
     options: SweepOptions = field(default_factory=SweepOptions)
     config: RepoConfig | None = None

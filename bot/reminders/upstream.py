@@ -34,7 +34,7 @@ def no_lock(tracking: str) -> AbstractContextManager[object]:
 class UpstreamWatch:
     """Checks a repository's due upstream items and writes the tracking repository's digest.
 
-    Tenancy (``bot.tenancy``): everything is read and written with the swept repository's
+    Tenancy (``alignbot.bot.tenancy``): everything is read and written with the swept repository's
     own installation (``api``); the tracking repository is written only when it is held by
     that installation under the same owner (asked of GitHub each time: a renamed or
     transferred one is followed), and its digest lists only that owner's items.

@@ -121,7 +121,7 @@ def run_check(repo_dir: Path, config: RepoConfig, check_args: list[str],
               containment: Containment | None = None, *,
               stop: threading.Event | None = None) -> SandboxResult:
     """Copy ``repo_dir`` into a fresh work directory, run ``config.candidate.setup`` there,
-    then ``python -m checks.cli check … --json REPORT``, all contained; return the report.
+    then ``python -m alignbot.checks.cli check … --json REPORT``, all contained; return the report.
     Setting ``stop`` kills the running command within half a second and ends the run."""
     limits = limits or SandboxLimits()
     containment = containment or Containment()
@@ -204,7 +204,7 @@ def _run_steps(ws: _Workspace, plan: _Plan, config: RepoConfig, check_args: list
 def _engine_failed(run: _Run, limits: SandboxLimits) -> str:
     """Why the engine wrote no report: alignbot's own failure is told apart from the
     candidate's (bad options, a candidate that does not start, a limit)."""
-    from checks.api import INTERNAL_ERROR
+    from alignbot.checks.api import INTERNAL_ERROR
 
     line = _last_line(run.stderr)
     said = f": {line}" if line else ""

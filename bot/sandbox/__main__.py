@@ -1,4 +1,5 @@
-"""``python -m bot.sandbox``: the trampoline's command line, as when this was one module."""
+"""``python -m alignbot.bot.sandbox``: the trampoline's command line, as when this was one
+module."""
 
 import sys
 

@@ -26,11 +26,11 @@ SECRET_DIRS = ("/run/secrets",)
 def exposed_paths(containment: Containment) -> list[str]:
     """What the sandbox may read besides the system: the service's interpreters, the engine,
     its templates and the operator's ``expose`` list; never anything a pull request names."""
-    from checks.api import templates_dir
+    from alignbot.checks.api import templates_dir
 
     paths = {sys.prefix, sys.base_prefix,
              os.path.dirname(os.path.dirname(os.path.realpath(sys.executable)))}
-    found = importlib.util.find_spec("checks")
+    found = importlib.util.find_spec("alignbot.checks")
     if found and found.submodule_search_locations:
         paths.add(str(Path(next(iter(found.submodule_search_locations))).resolve()))
     paths.add(str(templates_dir().resolve()))

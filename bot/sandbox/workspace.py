@@ -1,7 +1,7 @@
 """The per-job folders: a root-owned top with the sandbox's work folder (a size-limited tmpfs
 where the service may mount one: the disk quota; a copy of the checkout, home, tmp, out and a
 virtual environment), the scrubbed environment and the engine's command line
-(``bot.engine_command``), the report read back without following links, and the removal of
+(``alignbot.bot.engine_command``), the report read back without following links, and the removal of
 what a previous life of the service left (``remove_stale``: folders, their mounts, cgroups)."""
 
 from __future__ import annotations

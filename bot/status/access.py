@@ -1,4 +1,4 @@
-"""What the status pages ask GitHub before they show a repository (``bot.tenancy``'s
+"""What the status pages ask GitHub before they show a repository (``alignbot.bot.tenancy``'s
 ``ViewerDirectory``): who holds it and whether it is private, with the App's token; whether
 a signed-in user may read it, with the user's own token. Answers are kept a minute, so that
 a page view costs GitHub nothing most of the time and a revoked access ends soon."""
@@ -14,8 +14,8 @@ from typing import Any
 import httpx
 from github import GithubException
 
-from bot.github import FileUnreadable, GitHubApp, read_text
-from bot.tenancy import Held
+from alignbot.bot.github import FileUnreadable, GitHubApp, read_text
+from alignbot.bot.tenancy import Held
 
 CACHE_SECONDS = 60.0
 MAX_CACHED = 10_000
@@ -45,7 +45,7 @@ class TtlCache:
 
 
 class GitHubViewers:
-    """``bot.tenancy.ViewerDirectory`` over GitHub."""
+    """``alignbot.bot.tenancy.ViewerDirectory`` over GitHub."""
 
     def __init__(self, app: GitHubApp, api_url: str, *, timeout: float = 10.0) -> None:
         self.app, self.api_url, self.timeout = app, api_url.rstrip("/"), timeout

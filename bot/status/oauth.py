@@ -19,7 +19,7 @@ from cryptography.fernet import Fernet, InvalidToken
 from starlette.requests import Request
 from starlette.responses import Response
 
-from bot.tenancy import Viewer
+from alignbot.bot.tenancy import Viewer
 
 SESSION_COOKIE = "alignbot_session"
 STATE_COOKIE = "alignbot_oauth"  # the state and where to go after, while GitHub asks

@@ -1,7 +1,7 @@
 """The status pages: ``GET /status/OWNER/REPO`` (the default branch) and ``GET
 /status/OWNER/REPO/pull/N`` (a pull request's last check), server-rendered from
 ``templates/status_*.html.j2`` (autoescaped); ``/login``, ``/login/callback`` and
-``/logout`` sign in with GitHub. Every page asks ``bot.tenancy.authorize_viewer`` first."""
+``/logout`` sign in with GitHub. Every page asks ``alignbot.bot.tenancy.authorize_viewer`` first."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from sqlalchemy import Engine
 from starlette.concurrency import run_in_threadpool
 
-from bot.tenancy import Denial, Grant, Viewer, ViewerDirectory, authorize_viewer
-from checks.api import KNOWN_PATH, templates_dir
+from alignbot.bot.tenancy import Denial, Grant, Viewer, ViewerDirectory, authorize_viewer
+from alignbot.checks.api import KNOWN_PATH, templates_dir
 
 from . import store, view
 from .oauth import (

@@ -10,16 +10,22 @@ from typing import Any, Protocol
 from github.Repository import Repository
 from sqlalchemy import Engine
 
-from bot.config import CONFIG_PATH, ConfigError, RepoConfig, load_config
-from bot.github import FileUnreadable, GitHubApp, InstallationGone, read_text, transient_failures
-from bot.jobs import STATUS, status_job
-from bot.output import CheckContext, candidate_line
-from bot.queue import JobRecord, JobRequest
-from bot.seeds import seed_of
-from bot.storage import installation_gone
-from bot.webhooks import Event, PayloadError, WebhookRouter, require
-from bot.worker import ensure_current
-from checks.api import KNOWN_PATH
+from alignbot.bot.config import CONFIG_PATH, ConfigError, RepoConfig, load_config
+from alignbot.bot.github import (
+    FileUnreadable,
+    GitHubApp,
+    InstallationGone,
+    read_text,
+    transient_failures,
+)
+from alignbot.bot.jobs import STATUS, status_job
+from alignbot.bot.output import CheckContext, candidate_line
+from alignbot.bot.queue import JobRecord, JobRequest
+from alignbot.bot.seeds import seed_of
+from alignbot.bot.storage import installation_gone
+from alignbot.bot.webhooks import Event, PayloadError, WebhookRouter, require
+from alignbot.bot.worker import ensure_current
+from alignbot.checks.api import KNOWN_PATH
 
 from .store import KnownLookup, known_lookup, record_run
 
@@ -58,7 +64,7 @@ def register(router: WebhookRouter) -> None:
 
 
 class Checker(Protocol):
-    """What runs one sandboxed check into ``ctx`` (``bot.alignment.AlignmentJob.check``:
+    """What runs one sandboxed check into ``ctx`` (``alignbot.bot.alignment.AlignmentJob.check``:
     the pull requests' own path, so a push is checked as a pull request's head is)."""
 
     def check(self, ctx: CheckContext, config: RepoConfig, repo: Repository,

@@ -2,7 +2,7 @@
 row per checked commit, one result row per op × dtype × kind (``bot/storage/status.py``).
 
 Every read names the installation as well as the repository: the rows of one installation
-are never shown for another's repository of the same name (``bot.tenancy.authorize_viewer``
+are never shown for another's repository of the same name (``alignbot.bot.tenancy.authorize_viewer``
 says which installation a page may read)."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from typing import Any
 
 from sqlalchemy import Engine, and_, delete, insert, select
 
-from bot.jobs import ALIGN, ALIGN_SHARD
-from bot.storage import (
+from alignbot.bot.jobs import ALIGN, ALIGN_SHARD
+from alignbot.bot.storage import (
     JOBS,
     STATUS_RESULTS,
     STATUS_RUNS,
@@ -27,7 +27,7 @@ from bot.storage import (
     upsert,
     utcnow,
 )
-from checks.api import KNOWN_PATH, KnownFileError, load_known, member_dtype
+from alignbot.checks.api import KNOWN_PATH, KnownFileError, load_known, member_dtype
 
 MAX_REPRO = 50_000  # characters of a repro kept per finding
 MAX_MESSAGE = 2_000
@@ -42,7 +42,8 @@ class KnownMatch:
     upstream: str | None = None
 
 
-# a finding (a report's entry) -> its known entry, or None: ``checks.known.KnownFile.match``
+# a finding (a report's entry) -> its known entry, or None:
+# ``alignbot.checks.known.KnownFile.match``
 KnownLookup = Callable[[Mapping[str, Any]], KnownMatch | None]
 
 

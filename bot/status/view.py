@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from bot.storage import StatusOutcome
-from checks.api import DTYPE_ORDER
+from alignbot.bot.storage import StatusOutcome
+from alignbot.checks.api import DTYPE_ORDER
 
 from .store import NO_DTYPE, Result, Run
 

@@ -14,7 +14,7 @@ from .base import Base, BigId, utcnow
 
 class BaselineReport(Base):
     """The engine's report of the check ``key`` names (a digest of the configuration, the
-    candidate, the specs, seed and draws: ``bot.baseline.cache_key``) on ``base_sha`` of
+    candidate, the specs, seed and draws: ``alignbot.bot.baseline.cache_key``) on ``base_sha`` of
     ``repo``; one row per key, written once and read by every later push."""
 
     __tablename__ = "baselines"

@@ -36,7 +36,7 @@ class ModuleFormula:
     """A module class: ``formula`` called on the module's inputs with the constructor's
     arguments it accepts (and ``fixed`` ones); ``stateful`` formulas take
     ``(input, state, training, **constructor arguments)`` and return
-    :class:`~checks.formulas.normalization.Updated` with the buffers they write."""
+    :class:`~alignbot.checks.formulas.normalization.Updated` with the buffers they write."""
     formula: Formula
     fixed: dict[str, Any] = field(default_factory=dict)
     stateful: bool = False

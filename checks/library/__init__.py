@@ -2,8 +2,8 @@
 
 from typing import TypeVar
 
-from checks.choice_points import internal
-from checks.dsl import choice_index
+from alignbot.checks.choice_points import internal
+from alignbot.checks.dsl import choice_index
 
 T = TypeVar("T")
 internal(__file__)  # a ``choose`` is named by the spec line that calls it

@@ -2,8 +2,16 @@
 
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_dtype, random_tensor
-from checks.library import choose
+from alignbot.checks import (
+    autotest,
+    nothing,
+    oneof,
+    random,
+    random_bool,
+    random_dtype,
+    random_tensor,
+)
+from alignbot.checks.library import choose
 
 
 @autotest(n=12, ops=["torch.nn.functional.softplus", "torch.nn.Softplus"])

@@ -4,7 +4,7 @@ training and evaluation mode (where PyTorch takes its fused fast path)."""
 
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_tensor
+from alignbot.checks import autotest, nothing, oneof, random, random_bool, random_tensor
 
 
 def _padding_mask(torch: Any, batch: int, length: int) -> Any:

@@ -4,8 +4,8 @@ dimensions, with every padding form and padding mode."""
 from dataclasses import dataclass
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, nothing, oneof, random, random_bool, random_tensor
+from alignbot.checks.library import choose
 
 
 @dataclass

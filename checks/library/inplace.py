@@ -4,8 +4,16 @@ grad-requiring inputs, so the gradient has to flow through the mutation."""
 
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_dtype, random_tensor
-from checks.library import choose
+from alignbot.checks import (
+    autotest,
+    nothing,
+    oneof,
+    random,
+    random_bool,
+    random_dtype,
+    random_tensor,
+)
+from alignbot.checks.library import choose
 
 
 def _shape(high: int = 5) -> list[int]:

@@ -3,8 +3,8 @@ factor, and pixel (un)shuffle."""
 
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, nothing, oneof, random, random_bool, random_tensor
+from alignbot.checks.library import choose
 
 # Mode -> the spatial dimensions it accepts.
 MODES: dict[str, tuple[int, ...]] = {

@@ -3,8 +3,16 @@ decompositions."""
 
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_dtype, random_tensor
-from checks.library import choose
+from alignbot.checks import (
+    autotest,
+    nothing,
+    oneof,
+    random,
+    random_bool,
+    random_dtype,
+    random_tensor,
+)
+from alignbot.checks.library import choose
 
 
 def _batch(max_dims: int) -> list[int]:

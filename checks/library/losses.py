@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from checks import autotest, constant, nothing, oneof, random, random_bool, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, constant, nothing, oneof, random, random_bool, random_tensor
+from alignbot.checks.library import choose
 
 
 def _reduction(*extra: str) -> Any:

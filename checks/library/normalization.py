@@ -4,8 +4,8 @@ included), local response norm and F.normalize."""
 import math
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, nothing, oneof, random, random_bool, random_tensor
+from alignbot.checks.library import choose
 
 # Each normalized group holds at least this many values. With one or two the normalized
 # output is (nearly) constant and its gradient is rounding noise, not a property of the op.

@@ -2,8 +2,8 @@
 
 from typing import Any
 
-from checks import autotest, nothing, random, random_bool, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, nothing, random, random_bool, random_tensor
+from alignbot.checks.library import choose
 
 
 def _compact(values: list[Any]) -> Any:

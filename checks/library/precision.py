@@ -3,8 +3,8 @@ most (accumulation width, rounding of intermediates, conjugation). Small shapes,
 
 from typing import Any
 
-from checks import autotest, random, random_dtype, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, random, random_dtype, random_tensor
+from alignbot.checks.library import choose
 
 LOW = ("float16", "bfloat16")
 COMPLEX = ("complex64", "complex128")

@@ -3,8 +3,8 @@ without an initial state, batched or not) and their cells stepped twice."""
 
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, nothing, oneof, random, random_bool, random_tensor
+from alignbot.checks.library import choose
 
 
 @autotest(n=16, ops=["torch.nn.RNN", "torch.nn.LSTM", "torch.nn.GRU"])

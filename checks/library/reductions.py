@@ -3,8 +3,16 @@ order statistics and boolean all/any."""
 
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_dtype, random_tensor
-from checks.library import choose
+from alignbot.checks import (
+    autotest,
+    nothing,
+    oneof,
+    random,
+    random_bool,
+    random_dtype,
+    random_tensor,
+)
+from alignbot.checks.library import choose
 
 
 def _shape(low: int = 1, high: int = 5) -> list[int]:

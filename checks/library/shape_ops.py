@@ -4,8 +4,16 @@ scatters, masks, slicing and advanced indexing, triangles and padding."""
 import math
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_dtype, random_tensor
-from checks.library import choose
+from alignbot.checks import (
+    autotest,
+    nothing,
+    oneof,
+    random,
+    random_bool,
+    random_dtype,
+    random_tensor,
+)
+from alignbot.checks.library import choose
 
 
 def _shape(min_ndim: int = 1, max_ndim: int = 4, high: int = 5) -> list[int]:

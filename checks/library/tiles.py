@@ -5,8 +5,8 @@ float32. Inputs may be non-contiguous (transposed, strided, expanded)."""
 
 from typing import Any
 
-from checks import autotest, oneof, random, random_dtype, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, oneof, random, random_dtype, random_tensor
+from alignbot.checks.library import choose
 
 TILES = (17, 33, 65, 16, 129)  # one past a tile first; a whole tile for contrast
 LONG = (4097, 2049, 1500)

@@ -8,8 +8,8 @@ drawn with ``.eval()``, where dropout must be the identity."""
 
 from typing import Any
 
-from checks import autotest, nothing, oneof, random, random_bool, random_tensor
-from checks.library import choose
+from alignbot.checks import autotest, nothing, oneof, random, random_bool, random_tensor
+from alignbot.checks.library import choose
 
 
 @autotest(n=12, ops=["torch.nn.Dropout", "torch.nn.Dropout1d", "torch.nn.Dropout2d",

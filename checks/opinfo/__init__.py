@@ -2,8 +2,8 @@
 
 ``alignbot check --opinfo`` adds a spec per usable ``op_db`` entry (``opinfo.<name>[.<variant>]``,
 and ``opinfo.<name>.errors`` for its error inputs) and per usable ``module_db`` entry
-(``moduleinfo.nn.<Module>``). Only :mod:`checks.opinfo.adapter` and
-:mod:`checks.opinfo.module_adapter` read PyTorch's private testing modules; importing this
+(``moduleinfo.nn.<Module>``). Only :mod:`alignbot.checks.opinfo.adapter` and
+:mod:`alignbot.checks.opinfo.module_adapter` read PyTorch's private testing modules; importing this
 package imports none of them.
 """
 

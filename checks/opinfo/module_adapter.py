@@ -4,10 +4,10 @@
 constructor and forward inputs; like ``op_db`` it is private and changes between releases, so
 nothing else in alignbot reads it. :func:`database` imports it (only when OpInfo specs are
 asked for) and checks, before reading anything, that every entry and sample still has the
-attributes read here: :class:`~checks.opinfo.adapter.OpInfoChanged` names what is missing.
+attributes read here: :class:`~alignbot.checks.opinfo.adapter.OpInfoChanged` names what is missing.
 
 An entry becomes a :class:`ModuleEntry` when its class is ``torch.nn.<Name>`` (what a
-candidate's replay resolves); the others are :class:`~checks.opinfo.adapter.Skipped`.
+candidate's replay resolves); the others are :class:`~alignbot.checks.opinfo.adapter.Skipped`.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 the entry's own module inputs, every choice drawn through the DSL.
 
 A draw picks, in this order: a dtype among the entry's CPU dtypes that the Program format
-carries (:data:`checks.opinfo.specs.DTYPES`, float32 first), the mode (training or
+carries (:data:`alignbot.checks.opinfo.specs.DTYPES`, float32 first), the mode (training or
 evaluation, only where the entry says they differ; otherwise the module stays in training
 mode, as built), a seed for the input generator and a sample. The program builds the module
 from the sample's constructor input (its initial parameters and buffers travel with the

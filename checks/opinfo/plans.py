@@ -1,6 +1,6 @@
 """An OpInfo sample as the engine carries it: its tensors copied out as values, so that a
 draw can write them into a Program as literals and a variant can change them (the shared
-types of :mod:`checks.opinfo.specs` and :mod:`checks.opinfo.variants`)."""
+types of :mod:`alignbot.checks.opinfo.specs` and :mod:`alignbot.checks.opinfo.variants`)."""
 
 from __future__ import annotations
 

@@ -155,7 +155,7 @@ def tied(planned: Plan, way: int = 0) -> Plan:
 def respelled(planned: Plan) -> Plan:
     """Each keyword in its other spelling: ``dim=`` as ``axis=``, ``keepdim=`` as
     ``keepdims=``, ``right=`` as ``side=`` and back (a spelling the reference rejects for
-    this op is not drawn: see :func:`checks.opinfo.specs.sample_spec`). Where a spelling
+    this op is not drawn: see :func:`alignbot.checks.opinfo.specs.sample_spec`). Where a spelling
     changes, two tensors are tied too (:func:`tied`): ``right=`` and ``side=`` differ from
     the default only where a value equals a boundary, which random floats never do."""
     if list(_respelt(planned.kwargs)) == list(planned.kwargs):

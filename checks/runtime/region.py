@@ -182,7 +182,7 @@ def _calls(program: Program) -> list[Node]:
 
 def replay_program(torch: Any, program: Program, hooks: Hooks,
                    progress: Callable[[int], None] | None = None) -> Observations:
-    """:func:`checks.runtime.replay.replay`, with the forward as one region where the
+    """:func:`alignbot.checks.runtime.replay.replay`, with the forward as one region where the
     candidate has a program hook and the program allows it."""
     if hooks.program is None:
         return replay(torch, program, hooks, progress)

@@ -137,7 +137,7 @@ def wraps_also(also: WrapAlso | None, target: str) -> bool:
 class Hooks:
     """What a candidate's prelude may define: per-op overrides, a call wrapper (``wrap``, for
     the calls :func:`computes` accepts and those ``wrap_also`` adds), a device, and a wrapper
-    of a whole program's forward (``program``: see :mod:`checks.runtime.region`)."""
+    of a whole program's forward (``program``: see :mod:`alignbot.checks.runtime.region`)."""
 
     def __init__(
         self,
@@ -444,7 +444,7 @@ def _note_graph(torch: Any, key: str, value: Any, out: Observations) -> None:
 
 
 def _argument(node: Node, where: str) -> Any:
-    """The literal of ``arg2`` (a position, as :func:`checks.signatures.role` names it) or
+    """The literal of ``arg2`` (a position, as :func:`alignbot.checks.signatures.role` names it) or
     of a keyword, else None."""
     args = call_args(node)
     if where.startswith("arg") and where[3:].isdigit():

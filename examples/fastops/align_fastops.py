@@ -7,7 +7,7 @@ Each spec is a test; a finding fails it with the minimized repro as the message.
 
 from typing import Any
 
-from checks import autotest, nothing, random, random_tensor
+from alignbot.checks import autotest, nothing, random, random_tensor
 
 
 @autotest(n=8, ops=["torch.nn.functional.softplus"])

@@ -1,5 +1,6 @@
 """One handler per slash-command, each ``(services, request, command) -> Outcome`` for its own
-command record (``bot.commands.context.Handler``); ``handle`` picks it by the record's type."""
+command record (``alignbot.bot.commands.context.Handler``); ``handle`` picks it by the record's
+type."""
 
 from __future__ import annotations
 

@@ -30,5 +30,5 @@ def finding(services: Services, request: Request, fingerprint: str
 def checked_links(finding: dict[str, Any], tracker: str = DEFAULT_TRACKER) -> dict[str, Any]:
     """The finding without the report's ``upstream_url`` (the report comes out of the sandbox
     that ran the pull request's code) and with ``new_issue_link``, the prefilled link the bot
-    builds from ``tracker`` and the draft (``bot.engine_report.new_issue_link``)."""
+    builds from ``tracker`` and the draft (``alignbot.bot.engine_report.new_issue_link``)."""
     return checked_finding(finding, tracker)

@@ -1,6 +1,6 @@
 """``/track URL``: a maintainer adds an issue or pull request to the weekly upstream watch of
 this repository, listed in the digest of its ``upstream.tracking_repo`` when this
-installation may write there (``bot.tenancy``)."""
+installation may write there (``alignbot.bot.tenancy``)."""
 
 from __future__ import annotations
 

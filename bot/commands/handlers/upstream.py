@@ -1,7 +1,7 @@
 """``/upstream FINGERPRINT [file]``: reply with the finding's upstream draft; with ``file``, a
 maintainer opens (once per tracking repository and finding) an issue in the configured
 tracking repository, which this installation must hold under the same owner
-(``bot.tenancy``), and the issue joins the weekly upstream watch."""
+(``alignbot.bot.tenancy``), and the issue joins the weekly upstream watch."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Alembic's environment: run only through ``bot.storage.migrate``, which passes the
+"""Alembic's environment: run only through ``alignbot.bot.storage.migrate``, which passes the
 connection (already in a transaction, and on PostgreSQL holding the migration lock) in
 ``config.attributes["connection"]``."""
 
@@ -7,14 +7,14 @@ from __future__ import annotations
 from alembic import context
 from sqlalchemy import Connection
 
-from bot.storage import Base
+from alignbot.bot.storage import Base
 
 
 def run_migrations() -> None:
     connection = context.config.attributes.get("connection")
     if context.is_offline_mode() or not isinstance(connection, Connection):
         raise RuntimeError("alignbot's migrations run online, through "
-                           "bot.storage.migrate(engine), on a connection it passes in")
+                           "alignbot.bot.storage.migrate(engine), on a connection it passes in")
     context.configure(connection=connection, target_metadata=Base.metadata,
                       compare_type=True)
     with context.begin_transaction():

@@ -4,7 +4,7 @@ Revision ID: 0001
 Revises: (none)
 
 Frozen here, column for column, so that this revision builds the same tables forever, and so
-that ``bot.storage.migrate`` can compare a database made by ``create_all`` (no
+that ``alignbot.bot.storage.migrate`` can compare a database made by ``create_all`` (no
 ``alembic_version`` table) with it before stamping it. Types are the DDL types: the app's
 ``UtcDateTime`` is ``DateTime(timezone=True)`` in the database, its big ids are ``BIGINT``
 (``INTEGER`` on SQLite, which auto-increments only that).
