@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,13 +49,58 @@ def entry(spec: Spec, seed: int = 0, n: int | None = None) -> CatalogEntry:
                  draws)
 
 
+# The DTYPES column's width: a longer list continues under it on the next lines, so that each
+# row is written as soon as its spec is drawn (the widths cannot wait for the last one).
+DTYPES_WIDTH = 24
+HEADER = ("NAME", "SOURCE", "DTYPES", "OPS")
+
+
+class Table:
+    """The listing for a terminal, written a row at a time: NAME and SOURCE are as wide as the
+    widest of all the specs (known before any is drawn), DTYPES wraps at its width."""
+
+    def __init__(self, specs: list[Spec], write: Callable[[str], object]) -> None:
+        self.widths = (max(len(HEADER[0]), *(len(s.name) for s in specs)),
+                       max(len(HEADER[1]), *(len(s.source) for s in specs)), DTYPES_WIDTH)
+        self.write, self.count = write, 0
+        self._line(HEADER)
+
+    def _line(self, cells: tuple[str, str, str, str]) -> None:
+        padded = [cell.ljust(width) for cell, width in zip(cells, self.widths, strict=False)]
+        self.write("  ".join([*padded, cells[3]]).rstrip() + "\n")
+
+    def row(self, e: CatalogEntry) -> None:
+        chunks = _wrap(list(e.dtypes), DTYPES_WIDTH) or ["-"]
+        self._line((e.name, e.source, chunks[0], ", ".join(e.ops) or "-"))
+        for more in chunks[1:]:
+            self._line(("", "", more, ""))
+        self.count += 1
+
+    def end(self) -> None:
+        self.write(f"{self.count} spec{'s' if self.count != 1 else ''}\n")
+
+
+def _wrap(names: list[str], width: int) -> list[str]:
+    """``names`` joined by commas into lines of at most ``width`` (a longer name alone)."""
+    lines: list[str] = []
+    for name in names:
+        if lines and len(lines[-1]) + 1 + len(name) <= width:
+            lines[-1] += "," + name
+        else:
+            lines.append(name)
+    return lines
+
+
 def render(entries: list[CatalogEntry]) -> str:
-    """A table for a terminal, one spec a line, and a count."""
-    rows = [("NAME", "SOURCE", "DTYPES", "OPS")] + [
-        (e.name, e.source, ",".join(e.dtypes) or "-", ", ".join(e.ops) or "-")
-        for e in entries]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)),
-                        row[3]]).rstrip() for row in rows]
-    count = len(entries)
-    return "\n".join(lines) + f"\n{count} spec{'s' if count != 1 else ''}\n"
+    """The whole table as one text (what :class:`Table` writes row by row)."""
+    parts: list[str] = []
+    specs = [Spec(e.name, _no_fn, source=e.source) for e in entries]
+    table = Table(specs or [Spec("", _no_fn)], parts.append)
+    for e in entries:
+        table.row(e)
+    table.end()
+    return "".join(parts)
+
+
+def _no_fn(torch: Any) -> None:
+    return None

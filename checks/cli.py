@@ -680,11 +680,16 @@ def _merge(args: argparse.Namespace, stdout: TextIO) -> int:
 
 
 def cmd_specs(args: argparse.Namespace) -> int:
-    entries = [catalog.entry(spec, seed=args.seed) for spec in _specs(args)]
+    specs = _specs(args)
     if args.json:
+        entries = [catalog.entry(spec, seed=args.seed) for spec in specs]
         print(json.dumps([entry.to_json() for entry in entries], indent=2))
     else:
-        print(catalog.render(entries), end="")
+        # each row as soon as its spec is drawn, also into a pipe (flushed line by line)
+        table = catalog.Table(specs, lambda line: print(line, end="", flush=True))
+        for spec in specs:
+            table.row(catalog.entry(spec, seed=args.seed))
+        table.end()
         if _source(args).opinfo:
             from .opinfo.modules import coverage
             from .opinfo.specs import catalog as opinfo_catalog

@@ -22,6 +22,7 @@ from typing import Any
 
 from ..runtime import replay
 from .lambdas import WrappedCall, unwrap
+from .seeding import cpu_seeded
 
 OP_DB_MODULE = "torch.testing._internal.common_methods_invocations"
 ENTRY_ATTRS = ("name", "variant_test_name", "op", "method_variant", "aten_name",
@@ -203,8 +204,7 @@ def samples(entry: Entry, dtype: str, seed: int, reference: bool,
 
     info = op_db()[entry.index]
     make = info.reference_inputs if reference else info.sample_inputs
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with cpu_seeded(torch, seed):
         drawn = list(itertools.islice(
             make("cpu", getattr(torch, dtype), requires_grad=requires_grad), MAX_READ))
     return [_sample(s) for s in drawn]
@@ -216,8 +216,7 @@ def error_samples(entry: Entry, seed: int) -> list[Sample]:
     import torch
 
     info = op_db()[entry.index]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with cpu_seeded(torch, seed):
         drawn = list(itertools.islice(_errors(info), MAX_SAMPLES))
     return [_sample(e.sample_input) for e in drawn]
 

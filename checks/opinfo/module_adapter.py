@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .adapter import OpInfoChanged, Skipped, _lookup, check_attrs
+from .seeding import cpu_seeded
 
 MODULE_DB_MODULE = "torch.testing._internal.common_modules"
 ENTRY_ATTRS = ("name", "module_cls", "module_inputs_func", "supported_dtypes",
@@ -97,8 +98,7 @@ def samples(entry: ModuleEntry, dtype: str, seed: int, training: bool) -> list[M
     import torch
 
     info = module_db()[entry.index]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with cpu_seeded(torch, seed):
         drawn = info.module_inputs_func(info, device="cpu", dtype=getattr(torch, dtype),
                                         requires_grad=True, training=training)
     return [_sample(s) for s in list(drawn)[:MAX_SAMPLES]]
@@ -110,8 +110,7 @@ def error_samples(entry: ModuleEntry, dtype: str, seed: int) -> list[ModuleSampl
     import torch
 
     info = module_db()[entry.index]
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    with cpu_seeded(torch, seed):
         drawn = info.module_error_inputs_func(info, device="cpu", dtype=getattr(torch, dtype),
                                               requires_grad=False, training=True)
     errors = list(drawn)[:MAX_SAMPLES]
