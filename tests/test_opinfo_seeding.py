@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import traceback
+import unittest
 from typing import Any
 
 import pytest
 import torch
 
-from alignbot.checks.opinfo.seeding import cpu_seeded
+from alignbot.checks.opinfo.seeding import cpu_seeded, running_test
 
 
 def test_the_block_draws_what_a_manual_seed_draws_and_the_caller_keeps_its_stream() -> None:
@@ -59,3 +60,26 @@ def test_manual_seed_and_the_state_are_restored_when_the_block_raises() -> None:
         raise ValueError("a sample generator failed")
     assert torch.manual_seed is original
     assert torch.equal(torch.rand(2), expected)
+
+
+class SeededInputs(unittest.TestCase):
+    """A unittest test, as PyTorch's own OpInfo tests are: the databases seed by its name."""
+
+    __test__ = False  # run by the test below, not collected
+
+    def test_inputs(self) -> None:
+        from torch.testing._internal import common_utils
+
+        self.found = common_utils.extract_test_fn(), running_test()
+
+
+def test_the_running_test_is_the_one_torch_finds() -> None:
+    from torch.testing._internal import common_utils
+
+    case = SeededInputs("test_inputs")
+    case.run()
+    assert case.found[0] is SeededInputs.test_inputs and case.found[1] is case.found[0]
+    assert common_utils.extract_test_fn() is None and running_test() is None
+    with cpu_seeded(torch, 0):
+        assert common_utils.extract_test_fn is running_test
+    assert common_utils.extract_test_fn is not running_test
