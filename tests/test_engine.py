@@ -307,7 +307,8 @@ def test_a_spec_s_misuse_of_the_dsl_names_the_spec_s_line(tmp_path: Path) -> Non
     from alignbot.checks.trace import SpecError
 
     path = tmp_path / "my_specs.py"
-    path.write_text("from typing import Any\n\nfrom alignbot.checks import autotest, random, random_tensor\n"
+    path.write_text("from typing import Any\n\n"
+                    "from alignbot.checks import autotest, random, random_tensor\n"
                     "\n\n@autotest(n=1)\ndef empty(torch: Any) -> Any:\n"
                     "    x = random_tensor(ndim=1)\n"
                     "    return x * int(random(3, 3))\n")
