@@ -20,13 +20,13 @@ $(STAMP): pyproject.toml
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
-lint: $(STAMP) .lint/alignbot
+# mypy reads the packages under their import name (pyproject.toml, [tool.mypy]) through the
+# links in .lint/alignbot, made again each time.
+lint: $(STAMP)
 	$(BIN)/ruff check checks bot tests benchmarks examples
+	mkdir -p .lint/alignbot && ln -sfn ../../checks .lint/alignbot/checks \
+	  && ln -sfn ../../bot .lint/alignbot/bot
 	$(BIN)/mypy
-
-# What mypy reads (pyproject.toml, [tool.mypy]): the packages under their import name.
-.lint/alignbot:
-	mkdir -p $@ && ln -sfn ../../checks $@/checks && ln -sfn ../../bot $@/bot
 
 # Everything the tests need, built side by side by `make test` (`--jobs`): .venv with ruff
 # and mypy run, the candidates' interpreters, and Debian's packages (scripts/packages.sh:

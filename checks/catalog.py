@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,9 +59,11 @@ class Table:
     """The listing for a terminal, written a row at a time: NAME and SOURCE are as wide as the
     widest of all the specs (known before any is drawn), DTYPES wraps at its width."""
 
-    def __init__(self, specs: list[Spec], write: Callable[[str], object]) -> None:
-        self.widths = (max(len(HEADER[0]), *(len(s.name) for s in specs)),
-                       max(len(HEADER[1]), *(len(s.source) for s in specs)), DTYPES_WIDTH)
+    def __init__(self, rows: Iterable[Spec | CatalogEntry], write: Callable[[str], object]
+                 ) -> None:
+        rows = list(rows)
+        self.widths = (max([len(HEADER[0]), *(len(r.name) for r in rows)]),
+                       max([len(HEADER[1]), *(len(r.source) for r in rows)]), DTYPES_WIDTH)
         self.write, self.count = write, 0
         self._line(HEADER)
 
@@ -94,13 +96,8 @@ def _wrap(names: list[str], width: int) -> list[str]:
 def render(entries: list[CatalogEntry]) -> str:
     """The whole table as one text (what :class:`Table` writes row by row)."""
     parts: list[str] = []
-    specs = [Spec(e.name, _no_fn, source=e.source) for e in entries]
-    table = Table(specs or [Spec("", _no_fn)], parts.append)
+    table = Table(entries, parts.append)
     for e in entries:
         table.row(e)
     table.end()
     return "".join(parts)
-
-
-def _no_fn(torch: Any) -> None:
-    return None
